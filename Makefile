@@ -1,0 +1,69 @@
+# Quick start: `make run` (sets up what is missing, then trains) and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# The training env needs Python 3.11: MXNet 1.9.1 imports only with numpy < 1.24, and numpy
+# 1.23.5 has no wheels for newer Pythons. Override with `make PYTHON=/path/to/python3.11`.
+PYTHON ?= $(shell command -v python3.11 2>/dev/null)
+TRAIN_VENV := .venv-train
+WORKFLOW_VENV := .venv-workflow
+TRAIN := $(TRAIN_VENV)/bin
+WORKFLOW := $(WORKFLOW_VENV)/bin
+export OMP_NUM_THREADS := 1
+export MXNET_CPU_WORKER_NTHREADS := 1
+
+.PHONY: help setup test run lint bench-core clean
+
+help:
+	@echo "make run         stage the embedded MNIST digits and train LeNet on 2 MPI ranks"
+	@echo "make test        unit and MPI tests (builds the environments first)"
+	@echo "make setup       build .venv-train and .venv-workflow (only what changed)"
+	@echo "make lint        ruff"
+	@echo "make bench-core  the core figures: adaptive vs static vs oracle, exchange cost"
+
+setup: $(TRAIN_VENV)/.installed $(WORKFLOW_VENV)/.installed
+
+define check_python
+	@if [ -z "$(PYTHON)" ] || ! "$(PYTHON)" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then \
+	  echo "error: Python 3.11 is needed (MXNet 1.9.1 needs numpy 1.23.5, which has no wheels for newer Pythons); install python3.11 (apt-get, pyenv or conda) or run: make PYTHON=/path/to/python3.11" >&2; \
+	  exit 2; \
+	fi
+endef
+
+# Each venv is rebuilt only when its requirement files (or the package metadata) change.
+$(TRAIN_VENV)/.installed: envs/train.txt envs/dev.txt pyproject.toml
+	$(check_python)
+	[ -x $(TRAIN)/python ] || "$(PYTHON)" -m venv $(TRAIN_VENV)
+	$(TRAIN)/pip install -q --upgrade pip
+	$(TRAIN)/pip install -q -r envs/train.txt -r envs/dev.txt
+	$(TRAIN)/pip install -q --no-deps -e .
+	touch $@
+
+$(WORKFLOW_VENV)/.installed: envs/workflow.txt pyproject.toml
+	$(check_python)
+	[ -x $(WORKFLOW)/python ] || "$(PYTHON)" -m venv $(WORKFLOW_VENV)
+	$(WORKFLOW)/pip install -q --upgrade pip
+	$(WORKFLOW)/pip install -q -r envs/workflow.txt
+	$(WORKFLOW)/pip install -q --no-deps -e .
+	touch $@
+
+test: setup
+	$(TRAIN)/pytest -q -p no:cacheprovider
+
+lint: $(TRAIN_VENV)/.installed
+	$(TRAIN)/ruff check plugin tests benchmarks
+	$(TRAIN)/ruff format --check plugin tests benchmarks
+
+# Until the Snakemake pipeline lands: stage the default data, then a 2-rank training run.
+run: setup data/mnist5k/manifest.json
+	$(TRAIN)/mpiexec -n 2 $(TRAIN)/dynalloc train --config config/run.yaml --out runs/default
+	@cat runs/default/metrics.json
+
+data/mnist5k/manifest.json: $(TRAIN_VENV)/.installed
+	$(TRAIN)/dynalloc stage --source mnist5k --out data/mnist5k
+
+bench-core: setup data/mnist5k/manifest.json
+	$(TRAIN)/python benchmarks/bench_core.py --dataset data/mnist5k --out runs/bench-core
+
+clean:
+	rm -rf $(TRAIN_VENV) $(WORKFLOW_VENV) runs data
