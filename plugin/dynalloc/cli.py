@@ -1,0 +1,53 @@
+"""The `dynalloc` command: one subcommand per module, user errors as one line and exit code 2."""
+
+import argparse
+import os
+import sys
+
+from dynalloc import __version__
+from dynalloc.errors import DynallocError
+
+# Subcommand modules, each with `add_arguments(parser)` and `run(args)`. They import MXNet and
+# mpi4py only inside `run`, so that `--help` is instant and works in either environment.
+COMMANDS = {
+    "stage": ("dynalloc.stage", "stage a dataset into the layout the ranks memory-map"),
+    "train": ("dynalloc.train", "train a model over MPI ranks with dynamic batch allocation"),
+}
+
+
+def launcher_rank():
+    """This process's rank as the MPI launcher or SLURM tells it, without initialising MPI."""
+    for variable in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"):
+        if os.environ.get(variable, "").isdigit():
+            return int(os.environ[variable])
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="dynalloc",
+        description="Dynamic batch allocation for synchronous data-parallel MXNet training.",
+    )
+    parser.add_argument("--version", action="version", version=f"dynalloc {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(module=module)
+        __import__(module, fromlist=["add_arguments"]).add_arguments(sub)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return __import__(args.module, fromlist=["run"]).run(args) or 0
+    except DynallocError as error:
+        if launcher_rank() == 0:  # every rank fails alike; one line is enough
+            print(f"dynalloc {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
