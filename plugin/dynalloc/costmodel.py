@@ -1,0 +1,113 @@
+"""Online affine cost model of one rank, `t = a + c * b`, with forgetting and a change detector.
+
+Why affine: Python, kernel launches and small-batch inefficiency cost a fixed `a` per iteration,
+so time is not proportional to the share; a rule that assumes it is over-corrects when shares get
+small. Why a prior: while the shares stay put, the data cannot separate `a` from `c`, so a weak
+prior on the intercept's fraction of the time settles that direction (at a fixed point any split
+that fits the observation predicts the same time, so the prior costs nothing there). Why a change
+detector: exponential forgetting alone takes many iterations to follow a rank that suddenly runs
+three times slower; a confirmed jump instead rescales the model at once.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass
+class AffineCostModel:
+    """Exponentially weighted ridge fit of `t = a + c*b` for one rank.
+
+    forgetting: weight kept by past observations per new one (0.95 ~ the last 20 iterations;
+        abrupt changes are the change detector's job, not the forgetting's).
+    intercept_fraction: prior share of the time that does not depend on the batch share.
+    prior_strength: weight of that prior relative to the data's (small: the data wins once the
+        shares have moved enough to tell `a` from `c`).
+    change_threshold: least relative prediction error taken as a change of speed, raised to
+        `noise_multiplier` times the usual error on noisy ranks.
+    confirm: consecutive same-direction deviations needed to declare a change (1 reacts at once;
+        2 ignores a single outlier at the cost of one iteration).
+    """
+
+    forgetting: float = 0.95
+    intercept_fraction: float = 0.1
+    prior_strength: float = 0.05
+    change_threshold: float = 0.25
+    noise_multiplier: float = 4.0
+    confirm: int = 2
+    noise: float = 0.05  # exponentially weighted mean absolute relative error
+    sums: list = field(default_factory=lambda: [0.0] * 6)  # W, Sb, Sbb, St, Sbt, sum of w^2
+    pending: list = field(default_factory=list)  # unconfirmed deviating observations (b, t, e)
+    changes: int = 0
+
+    @property
+    def fitted(self):
+        return self.sums[0] > 0
+
+    def coefficients(self):
+        """(a, c) of the current fit; requires at least one observation."""
+        w, sb, sbb, st, sbt, _ = self.sums
+        mean_b, mean_t = sb / w, st / w
+        prior_a = self.intercept_fraction * mean_t
+        rho = self.prior_strength * w
+        # Normal equations of sum w (t - a - c b)^2 + rho (a - prior_a)^2.
+        m11, m12, m22 = w + rho, sb, sbb
+        r1, r2 = st + rho * prior_a, sbt
+        det = m11 * m22 - m12 * m12
+        a = (r1 * m22 - m12 * r2) / det if det > 0 else prior_a
+        a = min(max(a, 0.0), 0.95 * mean_t)  # overhead is non-negative and below the time
+        c = (mean_t - a) / mean_b
+        return a, c
+
+    def uncertainty(self):
+        """Relative standard error of the fitted level: the noise over the effective sample
+        count. A move smaller than this is as likely to chase noise as to help."""
+        w, squares = self.sums[0], self.sums[5]
+        return 1.25 * self.noise * squares**0.5 / w  # 1.25: mean absolute error -> std
+
+    def predict(self, share):
+        a, c = self.coefficients()
+        return a + c * share
+
+    def observe(self, share, seconds):
+        """Feed one measurement; returns True when it confirmed a change of speed."""
+        if not self.fitted:
+            self._add(share, seconds)
+            return False
+        error = seconds / self.predict(share) - 1.0
+        limit = max(self.change_threshold, self.noise_multiplier * self.noise)
+        if abs(error) <= limit:
+            self.pending.clear()
+            self.noise += (1.0 - self.forgetting) * (abs(error) - self.noise)
+            self._add(share, seconds)
+            return False
+        if self.pending and math.copysign(1, error) != math.copysign(1, self.pending[-1][2]):
+            self.pending.clear()
+        self.pending.append((share, seconds, error))
+        if len(self.pending) < self.confirm:
+            return False  # maybe an outlier: hold it back, keep the model
+        self._rescale(self.pending)
+        self.pending.clear()
+        self.changes += 1
+        return True
+
+    def _rescale(self, observations):
+        """Take the jump as a change of speed: slowing a rank (contention, throttling, a slower
+        device) scales its overhead and its per-sample cost alike. Scaling the history keeps
+        what it knew about the split between the two, so the very next split is balanced."""
+        ratio = sum(1.0 + error for _, _, error in observations) / len(observations)
+        self.sums[3] *= ratio
+        self.sums[4] *= ratio
+        for share, seconds, _ in observations:
+            self._add(share, seconds)
+
+    def _add(self, share, seconds):
+        keep = self.forgetting
+        w, sb, sbb, st, sbt, squares = self.sums
+        self.sums = [
+            keep * w + 1.0,
+            keep * sb + share,
+            keep * sbb + share * share,
+            keep * st + seconds,
+            keep * sbt + share * seconds,
+            keep * keep * squares + 1.0,
+        ]

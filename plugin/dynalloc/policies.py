@@ -1,0 +1,232 @@
+"""Allocation policies: from the shares just used and each rank's compute time, the next shares.
+
+Every rank runs the same policy on the same allgathered numbers, so all agree on the next split
+without a master. All policies share one contract, enforced here: shares are integers that sum
+exactly to the global batch and lie within `[min_share, max_share]`, and a measurement that is
+zero, negative, NaN or infinite leaves the shares as they were (with one warning).
+"""
+
+import warnings
+
+import numpy as np
+
+from dynalloc.costmodel import AffineCostModel
+from dynalloc.shares import check_bounds, equal_shares, minmax_shares, proportional_shares
+
+
+class Policy:
+    """Base of all policies; subclasses implement `_next(shares, seconds, iteration, epoch)`.
+
+    Usage, once per iteration on every rank::
+
+        shares = policy.shares                      # the split for the first iteration
+        ...                                         # each rank computes its share, times it
+        shares = policy.update(shares, compute_s, iteration + 1, epoch_of_next)
+    """
+
+    name = ""
+
+    def __init__(self, ranks, global_batch, min_share=1, max_share=None):
+        check_bounds(ranks, global_batch, min_share, max_share)
+        self.ranks, self.global_batch = ranks, global_batch
+        self.min_share, self.max_share = min_share, max_share
+        self.shares = self.initial_shares()
+        self._warned = False
+
+    def initial_shares(self):
+        return equal_shares(self.ranks, self.global_batch, self.min_share, self.max_share)
+
+    def split(self, weights_or_costs):
+        return proportional_shares(
+            weights_or_costs, self.global_batch, self.min_share, self.max_share
+        )
+
+    def update(self, shares, compute_s, iteration, epoch):
+        """Next shares of the global batch after an iteration that used `shares`.
+
+        `shares` may sum to less than the global batch (an epoch's last, smaller batch);
+        `iteration` and `epoch` number the iteration that the returned shares are for.
+        """
+        shares = np.asarray(shares, dtype=np.int64)
+        seconds = np.asarray(compute_s, dtype=float)
+        if shares.shape != (self.ranks,) or seconds.shape != (self.ranks,):
+            raise ValueError(f"expected {self.ranks} shares and times, got {shares} and {seconds}")
+        if not np.all(np.isfinite(seconds) & (seconds > 0)):
+            if not self._warned:
+                warnings.warn(
+                    f"{self.name}: unusable compute times {seconds.tolist()} at iteration "
+                    f"{iteration}; keeping the previous shares (warned once)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self._warned = True
+            return self.shares.copy()
+        self.shares = np.asarray(self._next(shares, seconds, iteration, epoch), dtype=np.int64)
+        return self.shares.copy()
+
+    def _next(self, shares, seconds, iteration, epoch):
+        raise NotImplementedError
+
+
+class StaticPolicy(Policy):
+    """Equal split forever: what MXNet dist_sync, Horovod and PyTorch DDP do."""
+
+    name = "static"
+
+    def _next(self, shares, seconds, iteration, epoch):
+        return self.shares
+
+
+class ProportionalPolicy(Policy):
+    """The seed paper: after every iteration, shares proportional to last measured samples/s."""
+
+    name = "proportional"
+
+    def __init__(self, ranks, global_batch, min_share=1, max_share=None):
+        super().__init__(ranks, global_batch, min_share, max_share)
+        self.speed = np.ones(ranks)
+
+    def _next(self, shares, seconds, iteration, epoch):
+        measured = shares > 0  # a rank without samples keeps its last known speed
+        self.speed[measured] = shares[measured] / seconds[measured]
+        return self.split(self.speed)
+
+
+class DBSPolicy(Policy):
+    """DBS/DLB (Ye et al. 2020): once per epoch, shares proportional to each rank's epoch
+    throughput; within an epoch the split stays fixed."""
+
+    name = "dbs"
+
+    def __init__(self, ranks, global_batch, min_share=1, max_share=None):
+        super().__init__(ranks, global_batch, min_share, max_share)
+        self.epoch = 0
+        self.samples = np.zeros(ranks)
+        self.seconds = np.zeros(ranks)
+
+    def _next(self, shares, seconds, iteration, epoch):
+        self.samples += shares
+        self.seconds += seconds
+        if epoch == self.epoch:
+            return self.shares
+        self.epoch = epoch
+        throughput = np.where(self.samples > 0, self.samples / self.seconds, 0.0)
+        self.samples[:], self.seconds[:] = 0.0, 0.0
+        if not np.all(throughput > 0):
+            return self.shares
+        return self.split(throughput)
+
+
+class ControllerPolicy(Policy):
+    """After OmniLearn (Tyagi & Sharma 2025): a proportional controller on each rank's relative
+    time error, idle inside a dead band, each step bounded to a fraction of the share."""
+
+    name = "controller"
+
+    def __init__(
+        self, ranks, global_batch, min_share=1, max_share=None,
+        gain=0.5, dead_band=0.05, max_step=0.5,
+    ):  # fmt: skip
+        super().__init__(ranks, global_batch, min_share, max_share)
+        if not (0 < gain <= 1 and 0 <= dead_band < 1 and 0 < max_step <= 1):
+            raise ValueError(
+                f"controller needs 0 < gain <= 1, 0 <= dead_band < 1, 0 < max_step <= 1, "
+                f"got gain={gain}, dead_band={dead_band}, max_step={max_step}"
+            )
+        self.gain, self.dead_band, self.max_step = gain, dead_band, max_step
+
+    def _next(self, shares, seconds, iteration, epoch):
+        error = seconds / seconds.mean() - 1.0
+        if np.max(np.abs(error)) <= self.dead_band:
+            return self.shares
+        step = np.clip(-self.gain * error, -self.max_step, self.max_step)
+        return self.split(np.maximum(self.shares * (1.0 + step), 1e-9))
+
+
+class OraclePolicy(Policy):
+    """Fixed shares proportional to relative speeds known in advance: a reference, not a policy."""
+
+    name = "oracle"
+
+    def __init__(self, ranks, global_batch, min_share=1, max_share=None, speeds=None):
+        if speeds is None or len(speeds) != ranks:
+            raise ValueError(f"oracle needs one speed per rank ({ranks}), got {speeds}")
+        self.speeds = np.asarray(speeds, dtype=float)
+        if not np.all(np.isfinite(self.speeds) & (self.speeds > 0)):
+            raise ValueError(f"oracle speeds must be positive, got {list(speeds)}")
+        super().__init__(ranks, global_batch, min_share, max_share)
+
+    def initial_shares(self):
+        return self.split(self.speeds)
+
+    def _next(self, shares, seconds, iteration, epoch):
+        return self.shares
+
+
+class AdaptivePolicy(Policy):
+    """Ours: per-rank online affine cost models; the split that minimises the slowest rank's
+    predicted time exactly (integers, bounds); no move while the predicted spread of finish times
+    is within `dead_band`, and a step shrunk towards zero when that spread is within `confidence`
+    standard errors of the estimates (so noise does not move shares); a confirmed change of a
+    rank's speed rescales its model and moves at once, with full steps for `settle` iterations
+    while the rescaled model finds the new balance."""
+
+    name = "adaptive"
+
+    def __init__(
+        self, ranks, global_batch, min_share=1, max_share=None,
+        dead_band=0.02, confidence=1.0, settle=3, **model,
+    ):  # fmt: skip
+        super().__init__(ranks, global_batch, min_share, max_share)
+        if not (0 <= dead_band < 1 and confidence >= 0):
+            raise ValueError(
+                f"adaptive needs 0 <= dead_band < 1 and confidence >= 0, "
+                f"got dead_band={dead_band}, confidence={confidence}"
+            )
+        self.dead_band, self.confidence = dead_band, confidence
+        self.settle, self.settling = settle, 0
+        self.models = [AffineCostModel(**model) for _ in range(ranks)]
+
+    def _next(self, shares, seconds, iteration, epoch):
+        for model, share, time in zip(self.models, shares, seconds, strict=True):
+            if share > 0 and model.observe(int(share), float(time)):
+                self.settling = self.settle
+        changed = self.settling > 0
+        self.settling = max(self.settling - 1, 0)
+        if not all(model.fitted for model in self.models):
+            return self.shares
+        a, c = np.array([model.coefficients() for model in self.models]).T
+        best = minmax_shares(a, c, self.global_batch, self.min_share, self.max_share)
+        now = a + c * self.shares
+        spread = (now.max() - now.min()) / now.mean()
+        if not changed and spread <= self.dead_band:
+            return self.shares
+        # Move as far as the evidence carries: all the way after a confirmed change, or when the
+        # imbalance dwarfs the estimates' standard error, a little when it is within the noise.
+        errors = sorted(model.uncertainty() for model in self.models)[-2:]
+        doubt = self.confidence * float(np.sqrt(np.sum(np.square(errors))))
+        step = 1.0 if changed else spread**2 / (spread**2 + doubt**2)
+        return self.split(np.maximum(self.shares + step * (best - self.shares), 1e-9))
+
+
+POLICIES = {
+    policy.name: policy
+    for policy in (
+        StaticPolicy,
+        ProportionalPolicy,
+        DBSPolicy,
+        ControllerPolicy,
+        OraclePolicy,
+        AdaptivePolicy,
+    )
+}
+
+
+def make_policy(name, ranks, global_batch, min_share=1, max_share=None, **params):
+    """The policy called `name`; ValueError names an unknown policy or parameter."""
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+    try:
+        return POLICIES[name](ranks, global_batch, min_share, max_share, **params)
+    except TypeError as error:  # an unexpected keyword: name it without a traceback
+        raise ValueError(f"policy {name!r}: {error}") from None
