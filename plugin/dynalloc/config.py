@@ -1,0 +1,139 @@
+"""The run config of `dynalloc train`: defaults, validation, and the resolved form written back.
+
+Every problem is reported as one DynallocError naming the key, before anything is created, so a
+bad config never leaves a half-made run directory behind.
+"""
+
+import copy
+import math
+from pathlib import Path
+
+import yaml
+
+from dynalloc.errors import DynallocError
+from dynalloc.policies import POLICIES, make_policy
+from dynalloc.scenario import Scenario
+from dynalloc.shares import check_bounds
+
+DEFAULTS = {
+    "dataset": None,  # a staged dataset directory (`dynalloc stage`)
+    "model": "lenet",
+    "global_batch": 512,
+    "epochs": 1,
+    "iterations": None,  # when set, run this many iterations and ignore `epochs`
+    "drop_last": False,
+    "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9, "wd": 0.0001},
+    "policy": {"name": "adaptive"},
+    "min_share": 1,
+    "max_share": None,
+    "scenario": {"slowdown": None, "changes": []},
+    "seed": 0,
+    "target_accuracy": None,
+    "pin_cores": True,  # pin rank r to core r mod cores (then contention has a core to hit)
+}
+
+
+def load_config(path):
+    """The YAML mapping in `path`, or DynallocError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = yaml.safe_load(handle)
+    except OSError as error:
+        raise DynallocError(f"cannot read config {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise DynallocError(f"config {path} is not UTF-8 text") from None
+    except yaml.YAMLError as error:
+        first_line = str(error).splitlines()[0]
+        raise DynallocError(f"config {path} is not valid YAML: {first_line}") from None
+    if not isinstance(raw, dict):
+        raise DynallocError(f"config {path} must be a mapping of keys to values")
+    return raw
+
+
+def resolve(raw, ranks):
+    """Defaults filled in and every key checked for a run of `ranks` ranks."""
+    unknown = sorted(set(raw) - set(DEFAULTS))
+    if unknown:
+        raise DynallocError(f"unknown config key {unknown[0]!r}; known keys: {', '.join(DEFAULTS)}")
+    config = copy.deepcopy(DEFAULTS)
+    config.update(copy.deepcopy(raw))
+    config["ranks"] = ranks
+
+    if not config["dataset"] or not isinstance(config["dataset"], str):
+        raise DynallocError(
+            "config key 'dataset' is required: the path of a directory made by "
+            f"dynalloc stage, got {config['dataset']!r}"
+        )
+    config["dataset"] = str(Path(config["dataset"]).expanduser().resolve())
+    for key in ("global_batch", "epochs", "min_share", "seed"):
+        _integer(config, key, minimum=0 if key in ("min_share", "seed") else 1)
+    for key in ("iterations", "max_share"):
+        if config[key] is not None:
+            _integer(config, key, minimum=1)
+    for key in ("drop_last", "pin_cores"):
+        if not isinstance(config[key], bool):
+            raise DynallocError(f"config key {key!r} must be true or false, got {config[key]!r}")
+    target = config["target_accuracy"]
+    if target is not None and (
+        isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target <= 1
+    ):
+        raise DynallocError(f"config key 'target_accuracy' must be in (0, 1], got {target!r}")
+
+    try:
+        check_bounds(ranks, config["global_batch"], config["min_share"], config["max_share"])
+    except ValueError as error:
+        raise DynallocError(f"global_batch: {error}") from None
+
+    scenario = _mapping(config, "scenario")
+    unknown = sorted(set(scenario) - {"slowdown", "changes"})
+    if unknown:
+        raise DynallocError(f"unknown key 'scenario.{unknown[0]}'; known: slowdown, changes")
+    try:
+        built = Scenario(ranks, scenario.get("slowdown"), scenario.get("changes") or ())
+    except ValueError as error:
+        raise DynallocError(str(error)) from None
+
+    policy = _mapping(config, "policy")
+    name = policy.get("name")
+    if name not in POLICIES:
+        raise DynallocError(
+            f"unknown policy {name!r} (policy.name); choose one of {', '.join(POLICIES)}"
+        )
+    params = {k: v for k, v in policy.items() if k != "name"}
+    if name == "oracle" and "speeds" not in params:
+        if built.changes:
+            raise DynallocError("policy 'oracle' needs policy.speeds when scenario.changes is set")
+        params["speeds"] = built.static_speeds()
+        policy["speeds"] = params["speeds"]
+    try:
+        make_policy(
+            name, ranks, config["global_batch"], config["min_share"], config["max_share"], **params
+        )
+    except ValueError as error:
+        raise DynallocError(f"policy: {error}") from None
+    _mapping(config, "optimizer")
+    return config
+
+
+def total_iterations(config, batches_per_epoch):
+    """Iterations the run will make: `iterations` when set (epochs then follow from it),
+    otherwise all batches of `epochs` epochs."""
+    if config["iterations"] is not None:
+        return config["iterations"]
+    return config["epochs"] * batches_per_epoch
+
+
+def planned_epochs(config, batches_per_epoch):
+    return math.ceil(total_iterations(config, batches_per_epoch) / batches_per_epoch)
+
+
+def _integer(config, key, minimum):
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise DynallocError(f"config key {key!r} must be an integer >= {minimum}, got {value!r}")
+
+
+def _mapping(config, key):
+    if not isinstance(config[key], dict):
+        raise DynallocError(f"config key {key!r} must be a mapping, got {config[key]!r}")
+    return config[key]

@@ -1,0 +1,121 @@
+"""Emulated heterogeneity: per-rank slowdown factors and a schedule of changes.
+
+This machine's ranks are identical; users' clusters are not. A `sleep` factor f makes a rank sleep
+(f - 1) times its measured compute right after computing, so its compute time is f times longer.
+A `contention` span runs real CPU-burning processes on the rank's core: the case of a co-located
+job. On a real cluster the scenario is simply absent.
+
+Config form (plain dict)::
+
+    slowdown: [1, 3]                      # static factors, one per rank
+    changes:                              # spans [start, end) of iterations; end null = forever
+      - {rank: 1, factor: 3, start: 200, end: 400}
+      - {rank: 0, mode: contention, processes: 1, start: 100, end: 300}
+"""
+
+import math
+from dataclasses import dataclass
+
+MODES = ("sleep", "contention")
+
+
+@dataclass(frozen=True)
+class Change:
+    rank: int
+    start: int
+    end: int | None = None
+    mode: str = "sleep"
+    factor: float = 1.0
+    processes: int = 1
+
+    def active(self, iteration):
+        return self.start <= iteration and (self.end is None or iteration < self.end)
+
+
+class Scenario:
+    """What each rank suffers at each iteration; pure, so every rank and test agrees."""
+
+    def __init__(self, ranks, slowdown=None, changes=()):
+        self.ranks = ranks
+        slowdown = [1.0] * ranks if slowdown is None else slowdown
+        if not isinstance(slowdown, list | tuple) or not all(map(_factor, slowdown)):
+            raise ValueError(
+                f"scenario.slowdown must be a list of finite factors >= 1, got {slowdown!r}"
+            )
+        if len(slowdown) != ranks:
+            raise ValueError(f"scenario.slowdown has {len(slowdown)} factors for {ranks} ranks")
+        self.slowdown = [float(f) for f in slowdown]
+        self.changes = [self._change(i, spec) for i, spec in enumerate(changes)]
+
+    def _change(self, i, spec):
+        where = f"scenario.changes[{i}]"
+        if not isinstance(spec, dict):
+            raise ValueError(f"{where} must be a mapping, got {spec!r}")
+        unknown = set(spec) - {"rank", "start", "end", "mode", "factor", "processes"}
+        if unknown:
+            raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+        try:
+            change = Change(**spec)
+        except TypeError as error:
+            raise ValueError(f"{where}: {error}") from None
+        if not (_integer(change.rank) and 0 <= change.rank < self.ranks):
+            raise ValueError(
+                f"{where}.rank {change.rank!r} names no rank of this run "
+                f"(ranks 0..{self.ranks - 1})"
+            )
+        if change.mode not in MODES:
+            raise ValueError(f"{where}.mode {change.mode!r} is not one of {', '.join(MODES)}")
+        if not (_integer(change.start) and change.start >= 0):
+            raise ValueError(f"{where}.start must be an iteration >= 0, got {change.start!r}")
+        if change.end is not None and not (_integer(change.end) and change.end > change.start):
+            raise ValueError(
+                f"{where}.end must be an iteration after start {change.start} "
+                f"(or null), got {change.end!r}"
+            )
+        if change.mode == "sleep" and not _factor(change.factor):
+            raise ValueError(f"{where}.factor must be a finite number >= 1, got {change.factor!r}")
+        if change.mode == "contention" and not (
+            _integer(change.processes) and change.processes >= 1
+        ):
+            raise ValueError(
+                f"{where}.processes must be a positive integer, got {change.processes!r}"
+            )
+        return change
+
+    def factor(self, rank, iteration):
+        """Sleep factor of `rank` at `iteration`: static factor times active sleep changes."""
+        f = self.slowdown[rank]
+        for change in self.changes:
+            if change.mode == "sleep" and change.rank == rank and change.active(iteration):
+                f *= change.factor
+        return f
+
+    def burners(self, rank, iteration):
+        """CPU-burning processes that should run on `rank`'s core at `iteration`."""
+        return sum(
+            c.processes
+            for c in self.changes
+            if c.mode == "contention" and c.rank == rank and c.active(iteration)
+        )
+
+    def nominal_slowdown(self, rank, iteration):
+        """The factor logged in iterations.csv: sleep factor x (1 + burners sharing the core)."""
+        return self.factor(rank, iteration) * (1 + self.burners(rank, iteration))
+
+    def static_speeds(self):
+        """Relative speeds for the oracle policy when no change is scheduled."""
+        return [1.0 / f for f in self.slowdown]
+
+
+def _integer(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _factor(value):
+    """A slowdown factor: a real number, finite, at least 1."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 1
+    )
