@@ -1,0 +1,156 @@
+"""`make bench-core`: the core figures, measured in one run of this script.
+
+Two ranks on this machine, LeNet on the mnist5k digits, global batch 512:
+- slowdown [1, 3]: adaptive vs static vs oracle samples/s, and the fast rank's wait fraction;
+- homogeneous: adaptive vs static samples/s (the mechanism must cost nothing there);
+- the slowest rank's median sync_s against a bare MPI Allreduce of the same bytes.
+Runs alternate policies within each repeat so that machine drift hits all of them alike.
+"""
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+BIN = Path(sys.executable).parent
+HERE = Path(__file__).parent
+SCENARIOS = {
+    "slowdown-1-3": ({"slowdown": [1, 3]}, ["static", "adaptive", "oracle"]),
+    "homogeneous": ({"slowdown": [1, 1]}, ["static", "adaptive"]),
+}
+
+
+def train(dataset, out, scenario, policy, epochs):
+    config = {
+        "dataset": str(dataset),
+        "model": "lenet",
+        "global_batch": 512,
+        "epochs": epochs,
+        "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9, "wd": 0.0001},
+        "policy": {"name": policy},
+        "scenario": scenario,
+        "seed": 0,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "run.yaml").write_text(yaml.safe_dump(config))
+    command = [
+        str(BIN / "mpiexec"),
+        "-n",
+        "2",
+        str(BIN / "dynalloc"),
+        "train",
+        "--config",
+        str(out / "run.yaml"),
+        "--out",
+        str(out / "run"),
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MXNET_CPU_WORKER_NTHREADS": "1"}
+    subprocess.run(command, check=True, env=env, stderr=subprocess.DEVNULL)
+    return json.loads((out / "run" / "metrics.json").read_text())
+
+
+def slowest_sync(run_dir):
+    """Median sync_s of the rank that arrived last (wait_s == 0) in each iteration."""
+    with open(run_dir / "iterations.csv", newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if float(r["wait_s"]) == 0.0]
+    return float(np.median([float(r["sync_s"]) for r in rows[2:]]))
+
+
+def parameter_count(run_dir):
+    import mxnet as mx
+
+    return sum(a.size for a in mx.nd.load(str(run_dir / "model.params")).values())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=1)
+    args = parser.parse_args()
+
+    rate = {}
+    metrics = {}
+    for repeat in range(args.repeats):
+        for scenario, (spec, policies) in SCENARIOS.items():
+            for policy in policies:
+                out = args.out / f"{scenario}-{policy}-{repeat}"
+                m = train(args.dataset, out, spec, policy, args.epochs)
+                metrics[(scenario, policy, repeat)] = m
+                rate.setdefault((scenario, policy), []).append(m["samples_per_s"])
+                print(
+                    f"{scenario:14s} {policy:9s} repeat {repeat}: "
+                    f"{m['samples_per_s']:7.1f} samples/s, wait fractions "
+                    f"{[round(f, 4) for f in m['wait_fraction_per_rank']]}",
+                    flush=True,
+                )
+    speed = {key: float(np.median(values)) for key, values in rate.items()}
+
+    homogeneous_static = args.out / "homogeneous-static-0" / "run"
+    values = parameter_count(homogeneous_static)
+    bare = float(
+        subprocess.run(
+            [
+                str(BIN / "mpiexec"),
+                "-n",
+                "2",
+                sys.executable,
+                str(HERE / "allreduce_bare.py"),
+                str(values),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    sync = slowest_sync(homogeneous_static)
+    fast_wait = float(
+        np.median(
+            [
+                m["wait_fraction_per_rank"][0]
+                for (s, p, _), m in metrics.items()
+                if (s, p) == ("slowdown-1-3", "adaptive")
+            ]
+        )
+    )
+    figures = {
+        "slowdown adaptive/static": speed[("slowdown-1-3", "adaptive")]
+        / speed[("slowdown-1-3", "static")],
+        "slowdown adaptive/oracle": speed[("slowdown-1-3", "adaptive")]
+        / speed[("slowdown-1-3", "oracle")],
+        "slowdown adaptive fast-rank wait fraction": fast_wait,
+        "homogeneous adaptive/static": speed[("homogeneous", "adaptive")]
+        / speed[("homogeneous", "static")],
+        "slowest sync_s / bare Allreduce": sync / bare,
+    }
+    targets = {
+        "slowdown adaptive/static": (">=", 1.8),
+        "slowdown adaptive/oracle": (">=", 0.95),
+        "slowdown adaptive fast-rank wait fraction": ("<=", 0.05),
+        "homogeneous adaptive/static": (">=", 0.98),
+        "slowest sync_s / bare Allreduce": ("<=", 1.3),
+    }
+    print(
+        f"\nsamples/s (median of {args.repeats}): "
+        + ", ".join(f"{s}/{p} {v:.1f}" for (s, p), v in speed.items())
+    )
+    print(
+        f"exchange: {values} float32 values, slowest rank's sync_s {sync * 1e3:.3f} ms, "
+        f"bare Allreduce {bare * 1e3:.3f} ms"
+    )
+    for name, value in figures.items():
+        op, goal = targets[name]
+        met = value >= goal if op == ">=" else value <= goal
+        print(f"{name:42s} {value:7.3f}  target {op} {goal}  {'met' if met else 'MISSED'}")
+    (args.out / "figures.json").write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Real CPU contention: busy processes pinned to a rank's core, started and stopped on schedule.
+
+This is the realistic straggler: a co-located job taking part of a core, unlike the sleep
+emulation which leaves the core idle.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+BURN = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+
+
+class Burners:
+    """Keeps exactly `n` CPU burners running on `core`; `stop()` (or exit) ends them."""
+
+    def __init__(self, core):
+        self.core = core
+        self.processes = []
+
+    def set(self, n):
+        while len(self.processes) < n:
+            self.processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", BURN, str(self.core)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                )
+            )
+        while len(self.processes) > n:
+            self._end(self.processes.pop())
+
+    def stop(self):
+        self.set(0)
+
+    @staticmethod
+    def _end(process):
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+
+def pin_to_core(rank):
+    """Pin this process to one allowed core (rank mod cores); returns that core."""
+    cores = sorted(os.sched_getaffinity(0))
+    core = cores[rank % len(cores)]
+    os.sched_setaffinity(0, {core})
+    return core

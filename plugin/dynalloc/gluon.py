@@ -1,0 +1,185 @@
+"""MXNet Gluon integration: a few lines in the user's own training loop.
+
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    dyn = DynamicBatch(net.collect_params(), trainer, dataset_size=len(train_x),
+                       global_batch=512, policy="adaptive", seed=0)
+    for epoch in range(epochs):
+        for step in dyn.epoch(epoch):
+            x, y = mx.nd.array(train_x[step.indices]), mx.nd.array(train_y[step.indices])
+            with step.compute():                 # timed: forward + backward of this share
+                with autograd.record():
+                    loss = loss_fn(net(x), y)    # per-sample losses, as Gluon returns them
+                loss.backward()
+            step.finish(loss)                    # weighted allreduce, trainer.step, new shares
+
+The user's optimizer and trainer are used as they are: the exchange leaves in every gradient the
+gradient of the mean loss over the whole global batch, and `trainer.step(1)` applies it with the
+optimizer's own `rescale_grad`. Nothing in MXNet is patched.
+"""
+
+import contextlib
+import ctypes
+import time
+
+import mxnet as mx
+import numpy as np
+from mxnet.base import _LIB, check_call
+
+from dynalloc.errors import DynallocError
+from dynalloc.exchange import GradientExchange
+from dynalloc.partition import GlobalBatchSampler
+from dynalloc.policies import make_policy
+
+ROW_FIELDS = (
+    "iteration",
+    "epoch",
+    "rank",
+    "batch_size",
+    "compute_s",
+    "sync_s",
+    "wait_s",
+    "iteration_s",
+    "loss",
+    "slowdown",
+    "policy",
+)
+
+
+def numpy_view(array):
+    """A writable numpy array over a dense float32 CPU NDArray's memory (MXNet's C API
+    `MXNDArrayGetData`): the exchange then reads and writes gradients without copies."""
+    if array.dtype != np.float32 or array.stype != "default" or array.context.device_type != "cpu":
+        raise DynallocError(
+            f"only dense float32 CPU parameters are supported, got {array.dtype} "
+            f"{array.stype} on {array.context}"
+        )
+    array.wait_to_read()
+    pointer = ctypes.c_void_p()
+    check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(pointer)))
+    memory = (ctypes.c_float * array.size).from_address(pointer.value)
+    return np.frombuffer(memory, dtype=np.float32).reshape(array.shape)
+
+
+class DynamicBatch:
+    """Hands each rank its samples per iteration, times its compute, exchanges the weighted
+    gradients, steps the trainer and feeds the allocation policy.
+
+    slowdown: optional `iteration -> factor` that stretches this rank's compute (experiments).
+    policy_params: keyword parameters of the policy (see `dynalloc.policies`).
+    """
+
+    def __init__(
+        self,
+        params,
+        trainer,
+        dataset_size,
+        global_batch,
+        policy="adaptive",
+        seed=0,
+        min_share=1,
+        max_share=None,
+        drop_last=False,
+        slowdown=None,
+        policy_params=None,
+        comm=None,
+    ):
+        trainable = [p for p in params.values() if p.grad_req != "null"]
+        try:
+            grads = [numpy_view(p.grad()) for p in trainable]
+            data = [numpy_view(p.data()) for p in params.values()]
+        except RuntimeError as error:
+            raise DynallocError(
+                "initialise the network (and run one forward pass if it has "
+                f"deferred shapes) before DynamicBatch: {error}"
+            ) from None
+        self.exchange = GradientExchange(grads, comm)
+        GradientExchange(data, self.exchange.comm).broadcast()  # all ranks start from rank 0
+        self.rank, self.ranks = self.exchange.rank, self.exchange.size
+        try:
+            self.policy = make_policy(
+                policy, self.ranks, global_batch, min_share, max_share, **(policy_params or {})
+            )
+            self.sampler = GlobalBatchSampler(
+                dataset_size, global_batch, seed, drop_last, min_share, self.ranks
+            )
+        except ValueError as error:
+            raise DynallocError(str(error)) from None
+        self.trainer, self.slowdown = trainer, slowdown
+        self.global_batch = global_batch
+        self.iteration = 0
+        self.rows = []
+
+    @property
+    def shares(self):
+        return self.policy.shares
+
+    def epoch(self, epoch):
+        """The steps of one epoch; each must be finished before the next is taken."""
+        permutation = self.sampler.permutation(epoch)
+        last = self.sampler.batches_per_epoch - 1
+        for k in range(last + 1):
+            shares = self.sampler.shares_for(k, self.policy.shares)
+            indices = self.sampler.rank_indices(epoch, k, shares, self.rank, permutation)
+            next_epoch = epoch + 1 if k == last else epoch
+            yield Step(self, epoch, shares, indices, next_epoch)
+
+    def _finish(self, step, loss):
+        weight = 1.0 / float(np.sum(step.shares))  # Gluon's backward gives the sum over samples
+        sync_s = self.exchange.allreduce(weight)
+        self.trainer.step(1)
+        mx.nd.waitall()
+        gathered = self.exchange.allgather([step.compute_s, loss])
+        compute, losses = gathered[:, 0], gathered[:, 1]
+        batch_loss = float(np.dot(losses, step.shares) / np.sum(step.shares))
+        if not np.isfinite(batch_loss):
+            raise DynallocError(
+                f"the loss became {batch_loss} at iteration {self.iteration} "
+                f"(epoch {step.epoch}); lower the learning rate"
+            )
+        self.rows.append(
+            (
+                self.iteration,
+                step.epoch,
+                self.rank,
+                int(step.shares[self.rank]),
+                step.compute_s,
+                sync_s,
+                float(compute.max() - step.compute_s),
+                time.perf_counter() - step.started,
+                loss,
+                step.slowdown,
+                self.policy.name,
+            )
+        )
+        self.iteration += 1
+        self.policy.update(step.shares, compute, self.iteration, step.next_epoch)
+        return batch_loss
+
+
+class Step:
+    """One iteration of one rank: its sample indices, the compute timer and the finish."""
+
+    def __init__(self, owner, epoch, shares, indices, next_epoch):
+        self.owner, self.epoch, self.shares = owner, epoch, shares
+        self.indices, self.next_epoch = indices, next_epoch
+        self.iteration = owner.iteration
+        self.compute_s = float("nan")
+        self.slowdown = 1.0 if owner.slowdown is None else float(owner.slowdown(self.iteration))
+        self.started = time.perf_counter()
+
+    @contextlib.contextmanager
+    def compute(self):
+        """Time the enclosed forward and backward once the engine has really finished them."""
+        began = time.perf_counter()
+        yield self
+        mx.nd.waitall()
+        measured = time.perf_counter() - began
+        if self.slowdown > 1.0:
+            time.sleep((self.slowdown - 1.0) * measured)
+        self.compute_s = time.perf_counter() - began
+
+    def finish(self, loss):
+        """Exchange gradients, update parameters, agree on the next shares; returns the mean
+        loss of the global batch (the same number on every rank)."""
+        mean = float(loss.mean().asscalar()) if isinstance(loss, mx.nd.NDArray) else float(loss)
+        return self.owner._finish(self, mean)

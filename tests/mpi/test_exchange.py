@@ -1,0 +1,15 @@
+"""The MPI layer on real ranks."""
+
+from pathlib import Path
+
+import pytest
+from helpers import mpi_python
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_weighted_allreduce_allgather_and_broadcast(ranks):
+    result = mpi_python(ranks, Path(__file__).with_name("exchange_check.py"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(" ok") == ranks

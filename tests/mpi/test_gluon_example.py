@@ -1,0 +1,52 @@
+"""The README's Gluon example, taken from README.md and run on real MPI ranks."""
+
+import re
+from pathlib import Path
+
+import pytest
+from helpers import mpi_python
+
+pytestmark = pytest.mark.mpi
+
+README = Path(__file__).parents[2] / "README.md"
+
+SETUP = """
+import numpy as np
+from dynalloc.dataset import load_staged
+
+data = load_staged({dataset!r})
+train_x, train_y = data.train_x, data.train_y
+input_shape, epochs = tuple(data.input_shape), 10
+
+
+def build_your_net():
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(64, activation="relu"), gluon.nn.Dense(10))
+    return net
+"""
+
+CHECK = """
+rows = np.array([row[4] for row in dyn.rows])  # compute_s of every iteration of this rank
+assert len(dyn.rows) == epochs * -(-len(train_x) // 512) and np.all(rows > 0)
+correct = (net(mx.nd.array(data.test_x)).argmax(axis=1).asnumpy() == data.test_y).mean()
+print(f"rank {dyn.rank}: shares {dyn.shares.tolist()}, test accuracy {correct:.3f}")
+assert correct > 0.8, correct
+"""
+
+
+def readme_example():
+    text = README.read_text()
+    section = text.split("## Using it in your own Gluon training loop", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_readme_example_trains_on_two_ranks(digits, tmp_path):
+    code = readme_example()
+    imports, rest = code.split("\nnet = build_your_net()", 1)
+    script = tmp_path / "example.py"
+    script.write_text(
+        imports + SETUP.format(dataset=str(digits)) + "\nnet = build_your_net()" + rest + CHECK
+    )
+    result = mpi_python(2, script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("test accuracy") == 2
