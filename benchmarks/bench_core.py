@@ -56,10 +56,15 @@ def train(dataset, out, scenario, policy, epochs):
 
 
 def slowest_sync(run_dir):
-    """Median sync_s of the rank that arrived last (wait_s == 0) in each iteration."""
+    """Median over iterations of the last-arriving rank's sync_s: the smallest sync_s of the
+    iteration, since every other rank's includes waiting for that one."""
+    per_iteration = {}
     with open(run_dir / "iterations.csv", newline="") as handle:
-        rows = [r for r in csv.DictReader(handle) if float(r["wait_s"]) == 0.0]
-    return float(np.median([float(r["sync_s"]) for r in rows[2:]]))
+        for row in csv.DictReader(handle):
+            sync = float(row["sync_s"])
+            key = int(row["iteration"])
+            per_iteration[key] = min(sync, per_iteration.get(key, sync))
+    return float(np.median([v for k, v in per_iteration.items() if k > 0]))
 
 
 def parameter_count(run_dir):

@@ -31,7 +31,7 @@ class AffineCostModel:
     forgetting: float = 0.95
     intercept_fraction: float = 0.1
     prior_strength: float = 0.05
-    change_threshold: float = 0.25
+    change_threshold: float = 0.5
     noise_multiplier: float = 4.0
     confirm: int = 2
     noise: float = 0.05  # exponentially weighted mean absolute relative error
