@@ -217,3 +217,26 @@ def test_diverging_loss_stops_with_the_iteration_named(digits, tmp_path):
     last = result.stderr.strip().splitlines()[-1]
     assert "the loss became" in last and "at iteration" in last, result.stderr
     assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_contention_slows_the_rank_for_its_span_and_leaves_no_process(digits, tmp_path):
+    import subprocess
+
+    changes = [{"rank": 1, "mode": "contention", "processes": 1, "start": 10, "end": 20}]
+    result = train(
+        tmp_path,
+        2,
+        dataset=str(digits),
+        model="lenet",
+        global_batch=256,
+        iterations=30,
+        policy={"name": "static"},
+        scenario={"changes": changes},
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [r for r in read_rows(tmp_path / "run" / "iterations.csv") if r["rank"] == "1"]
+    inside = [float(r["compute_s"]) for r in rows if 11 <= int(r["iteration"]) < 20]
+    outside = [float(r["compute_s"]) for r in rows if int(r["iteration"]) >= 21]
+    assert np.median(inside) > 1.4 * np.median(outside), (inside, outside)
+    burners = subprocess.run(["pgrep", "-f", "sched_setaffinity"], capture_output=True)
+    assert burners.stdout == b"", "a CPU burner outlived the run"
