@@ -1,0 +1,212 @@
+"""What a training run achieved, as one summary row, and how runs compare to the static policy.
+
+Pure pandas and numpy over the files of a run directory (see DESIGN.md, Contracts), so the
+workflow environment, which cannot import MXNet, reads runs made anywhere. Every unreadable input
+is one DynallocError naming the file.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dynalloc.config import load_config
+from dynalloc.errors import DynallocError
+
+ITERATION_COLUMNS = ("iteration", "rank", "batch_size", "compute_s", "wait_s")
+EPOCH_COLUMNS = ("epoch", "wall_s", "train_loss", "test_accuracy")
+METRICS_KEYS = (
+    "policy",
+    "ranks",
+    "model",
+    "global_batch",
+    "iterations",
+    "wall_s",
+    "samples_per_s",
+    "final_test_accuracy",
+    "time_to_target_s",
+)
+SUMMARY_FIELDS = (
+    "run",
+    "dataset",
+    "scenario",
+    "model",
+    "policy",
+    "ranks",
+    "seed",
+    "global_batch",
+    "iterations",
+    "wall_s",
+    "samples_per_s",
+    "mean_wait_fraction",
+    "max_wait_fraction",
+    "final_test_accuracy",
+    "time_to_target_s",
+    "iterations_until_balanced",
+)
+# A run is comparable with the static run that shares all of these.
+GROUP = ["dataset", "model", "scenario", "ranks", "seed"]
+# Balanced: compute times within 10% of the slowest rank's, for 3 iterations in a row.
+BALANCED_BELOW = 0.1
+BALANCED_FOR = 3
+
+
+@dataclass(frozen=True)
+class Run:
+    """The files of one run directory, read and checked."""
+
+    name: str
+    labels: dict
+    config: dict
+    metrics: dict
+    iterations: pd.DataFrame
+    epochs: pd.DataFrame
+
+    @property
+    def policy(self):
+        return self.metrics["policy"]
+
+    @property
+    def scenario(self):
+        return self.labels.get("scenario", "")
+
+
+def load_run(run_dir):
+    run_dir = Path(run_dir)
+    config = load_config(run_dir / "config.yaml")
+    labels = {key: str(value) for key, value in (config.get("labels") or {}).items()}
+    return Run(
+        name=labels.get("run", run_dir.name),
+        labels=labels,
+        config=config,
+        metrics=read_json(run_dir / "metrics.json", METRICS_KEYS),
+        iterations=_read_csv(run_dir / "iterations.csv", ITERATION_COLUMNS),
+        epochs=_read_csv(run_dir / "epochs.csv", EPOCH_COLUMNS),
+    )
+
+
+def summarize_run(run_dir):
+    """One row (a dict in SUMMARY_FIELDS order) describing the run in `run_dir`."""
+    run = load_run(run_dir)
+    waits = wait_fractions(run.iterations)
+    metrics = run.metrics
+    return {
+        "run": run.name,
+        "dataset": run.labels.get("dataset", ""),
+        "scenario": run.scenario,
+        "model": metrics["model"],
+        "policy": run.policy,
+        "ranks": metrics["ranks"],
+        "seed": run.config.get("seed"),
+        "global_batch": metrics["global_batch"],
+        "iterations": metrics["iterations"],
+        "wall_s": metrics["wall_s"],
+        "samples_per_s": metrics["samples_per_s"],
+        "mean_wait_fraction": float(waits.mean()),
+        "max_wait_fraction": float(waits.max()),
+        "final_test_accuracy": metrics["final_test_accuracy"],
+        "time_to_target_s": metrics["time_to_target_s"],
+        "iterations_until_balanced": iterations_until_balanced(
+            imbalance(run.iterations), _events(run)
+        ),
+    }
+
+
+def wait_fractions(iterations):
+    """Per rank: the share of its busy time (compute + wait) spent waiting for the slowest."""
+    sums = iterations.groupby("rank")[["compute_s", "wait_s"]].sum()
+    busy = sums["compute_s"] + sums["wait_s"]
+    return (sums["wait_s"] / busy.where(busy > 0)).fillna(0.0)
+
+
+def imbalance(iterations):
+    """Per iteration, (max - min) / max of the ranks' compute_s: 0 when all finish together."""
+    compute = iterations.groupby("iteration")["compute_s"]
+    high, low = compute.max(), compute.min()
+    return ((high - low) / high.where(high > 0)).fillna(0.0)
+
+
+def iterations_until_balanced(imbalance, events):
+    """The most iterations any event took until the imbalance stayed below BALANCED_BELOW for
+    BALANCED_FOR iterations (0: balanced at once); None if after some event it never did.
+
+    Events after the last iteration are ignored: the run never saw them.
+    """
+    iterations = imbalance.index.to_numpy()
+    balanced = (imbalance.to_numpy() < BALANCED_BELOW).astype(int)
+    settled = np.convolve(balanced, np.ones(BALANCED_FOR, int), "valid") == BALANCED_FOR
+    worst = 0
+    for event in events:
+        first = int(np.searchsorted(iterations, event))
+        if first == len(iterations):
+            continue
+        hits = np.flatnonzero(settled[first:])
+        if hits.size == 0:
+            return None
+        worst = max(worst, int(iterations[first + hits[0]] - event))
+    return worst
+
+
+def _events(run):
+    """The start of the run and every start and end of a scenario change."""
+    events = [int(run.iterations["iteration"].min())]
+    for change in (run.config.get("scenario") or {}).get("changes") or ():
+        events += [change[key] for key in ("start", "end") if change.get(key) is not None]
+    return events
+
+
+def compare(summaries):
+    """(summary table, speedup table): samples/s of each run over its group's static run."""
+    if not summaries:
+        raise DynallocError("no run summaries to compare")
+    table = pd.DataFrame(list(summaries), columns=list(SUMMARY_FIELDS))
+    table["iterations_until_balanced"] = table["iterations_until_balanced"].astype("Int64")
+    table = table.sort_values([*GROUP, "policy"], kind="stable", ignore_index=True)
+    static = table.loc[table["policy"] == "static", [*GROUP, "run", "samples_per_s"]]
+    twins = static[static.duplicated(GROUP, keep=False)]
+    if not twins.empty:
+        raise DynallocError(
+            f"runs {', '.join(twins['run'])} are all static with the same "
+            f"{', '.join(GROUP)}: label each run's dataset and scenario to tell them apart"
+        )
+    static = static.drop(columns="run").rename(columns={"samples_per_s": "static_samples_per_s"})
+    speedup = table[[*GROUP, "policy", "run", "samples_per_s"]].merge(static, on=GROUP, how="left")
+    speedup["speedup"] = speedup["samples_per_s"] / speedup["static_samples_per_s"]
+    return table, speedup
+
+
+def read_json(path, keys):
+    """The JSON object in `path`, which must hold `keys`."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except OSError as error:
+        raise DynallocError(f"cannot read {path}: {error.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise DynallocError(f"{path} is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise DynallocError(f"{path} must hold a JSON object")
+    missing = [key for key in keys if key not in data]
+    if missing:
+        raise DynallocError(f"{path} lacks key(s): {', '.join(missing)}")
+    return data
+
+
+def _read_csv(path, columns):
+    try:
+        table = pd.read_csv(path)
+    except OSError as error:
+        raise DynallocError(f"cannot read {path}: {error.strerror}") from None
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        raise DynallocError(f"{path} is not a readable CSV file") from None
+    missing = [column for column in columns if column not in table.columns]
+    if missing:
+        raise DynallocError(f"{path} lacks column(s): {', '.join(missing)}")
+    if table.empty:
+        raise DynallocError(f"{path} has no rows")
+    not_numbers = [c for c in columns if not pd.api.types.is_numeric_dtype(table[c])]
+    if not_numbers:
+        raise DynallocError(f"{path}: column(s) {', '.join(not_numbers)} must hold numbers")
+    return table

@@ -1,0 +1,306 @@
+"""Summaries, comparison tables and figures, checked on small run directories with known numbers."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from dynalloc.cli import main
+from dynalloc.errors import DynallocError
+from hypothesis import given
+from hypothesis import strategies as st
+
+pd = pytest.importorskip("pandas")
+imread = pytest.importorskip("matplotlib.image").imread
+
+from dynalloc.analysis import compare, iterations_until_balanced, summarize_run  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def make_run(root, name, compute, policy="static", labels=None, changes=(), **metrics):
+    """A run directory as `dynalloc train` writes it; `compute[i][r]`: rank r's compute_s at
+    iteration i, waits follow the contract (slowest compute - own), shares split 8 samples."""
+    compute = np.asarray(compute, dtype=float)
+    iterations, ranks = compute.shape
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    config = {
+        "model": "lenet",
+        "policy": {"name": policy},
+        "global_batch": 8,
+        "ranks": ranks,
+        "scenario": {"slowdown": [1.0] * ranks, "changes": list(changes)},
+        "seed": 7,
+        "target_accuracy": 0.9,
+    }
+    if labels is not None:
+        config["labels"] = labels
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    rows = [
+        {
+            "iteration": i,
+            "epoch": i // 4,
+            "rank": r,
+            "batch_size": 8 // ranks + (r < 8 % ranks),
+            "compute_s": compute[i, r],
+            "sync_s": 0.01,
+            "wait_s": compute[i].max() - compute[i, r],
+            "iteration_s": compute[i].max() + 0.01,
+            "loss": 1.0 / (i + 1),
+            "slowdown": 1.0,
+            "policy": policy,
+        }
+        for i in range(iterations)
+        for r in range(ranks)
+    ]
+    pd.DataFrame(rows).to_csv(run_dir / "iterations.csv", index=False)
+    pd.DataFrame(
+        {
+            "epoch": [0, 1],
+            "wall_s": [1.0, 2.0],
+            "train_loss": [2.0, 1.0],
+            "test_loss": [2.5, 1.5],
+            "test_accuracy": [0.5, 0.75],
+        }
+    ).to_csv(run_dir / "epochs.csv", index=False)
+    values = {
+        "policy": policy,
+        "ranks": ranks,
+        "model": "lenet",
+        "global_batch": 8,
+        "iterations": iterations,
+        "samples": 8 * iterations,
+        "wall_s": 2.0,
+        "samples_per_s": 100.0,
+        "mean_wait_fraction": 0.0,
+        "wait_fraction_per_rank": [0.0] * ranks,
+        "final_test_loss": 1.5,
+        "final_test_accuracy": 0.75,
+        "target_accuracy": 0.9,
+        "time_to_target_s": None,
+        **metrics,
+    }
+    (run_dir / "metrics.json").write_text(json.dumps(values))
+    return run_dir
+
+
+def with_imbalance(values):
+    """Two ranks whose imbalance (max - min) / max is `values[i]` at iteration i."""
+    return [[1.0 - v, 1.0] for v in values]
+
+
+def test_summary_fields(tmp_path):
+    # Rank 0 computes 1 s, rank 1 computes 3 s (then 2 s): rank 0 waits 2 s, then 1 s.
+    compute = [[1, 3], [1, 3], [1, 2], [1, 2]]
+    labels = {"dataset": "mnist5k", "scenario": "slowdown-1-3", "run": "slow-static-7"}
+    run_dir = make_run(tmp_path, "dir", compute, labels=labels, samples_per_s=123.5)
+    assert summarize_run(run_dir) == {
+        "run": "slow-static-7",
+        "dataset": "mnist5k",
+        "scenario": "slowdown-1-3",
+        "model": "lenet",
+        "policy": "static",
+        "ranks": 2,
+        "seed": 7,
+        "global_batch": 8,
+        "iterations": 4,
+        "wall_s": 2.0,
+        "samples_per_s": 123.5,
+        "mean_wait_fraction": pytest.approx(6 / 10 / 2),  # rank 0: 6 s of 4 + 6; rank 1: 0
+        "max_wait_fraction": pytest.approx(0.6),
+        "final_test_accuracy": 0.75,
+        "time_to_target_s": None,
+        "iterations_until_balanced": None,  # imbalance 2/3, then 1/2: never balanced
+    }
+
+
+def test_summary_without_labels_names_the_directory(tmp_path):
+    summary = summarize_run(make_run(tmp_path, "plain-run", [[1, 1]] * 3))
+    assert (summary["run"], summary["dataset"], summary["scenario"]) == ("plain-run", "", "")
+    assert summary["mean_wait_fraction"] == summary["max_wait_fraction"] == 0.0
+    assert summary["iterations_until_balanced"] == 0
+
+
+IMBALANCE = [0.5, 0.05, 0.5, 0.05, 0.05, 0.05, 0.5, 0.5, 0.05, 0.05, 0.05, 0.05]
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ((), 3),  # balanced for 3 iterations from iteration 3 on
+        ([{"rank": 0, "factor": 3, "start": 6, "end": 9}], 3),  # 6 -> 8 (2), 9 -> 9 (0)
+        ([{"rank": 0, "factor": 3, "start": 5, "end": None}], 3),  # 5 -> 8 (3)
+        ([{"rank": 0, "factor": 3, "start": 4, "end": 11}], None),  # 11: only 11 is left
+        ([{"rank": 1, "factor": 2, "start": 50, "end": 60}], 3),  # after the run: ignored
+    ],
+)
+def test_iterations_until_balanced(tmp_path, changes, expected):
+    run_dir = make_run(tmp_path, "run", with_imbalance(IMBALANCE), changes=changes)
+    assert summarize_run(run_dir)["iterations_until_balanced"] == expected
+
+
+def test_iterations_until_balanced_after_a_change_dominates(tmp_path):
+    imbalance = [0.0] * 4 + [0.5] * 5 + [0.0] * 5
+    change = {"rank": 1, "factor": 2, "start": 4, "end": 9}
+    run_dir = make_run(tmp_path, "run", with_imbalance(imbalance), changes=[change])
+    assert summarize_run(run_dir)["iterations_until_balanced"] == 5  # 0 -> 0, 4 -> 9, 9 -> 9
+
+
+def reference_until_balanced(values, events):
+    worst = 0
+    for event in events:
+        if event >= len(values):
+            continue
+        starts = [i for i in range(event, len(values) - 2) if max(values[i : i + 3]) < 0.1]
+        if not starts:
+            return None
+        worst = max(worst, starts[0] - event)
+    return worst
+
+
+@given(
+    st.lists(st.sampled_from([0.0, 0.05, 0.099, 0.1, 0.5]), min_size=1, max_size=30),
+    st.lists(st.integers(0, 35), max_size=4),
+)
+def test_iterations_until_balanced_matches_a_plain_loop(values, events):
+    series = pd.Series(values, index=range(len(values)))
+    expected = reference_until_balanced(values, [0, *events])
+    assert iterations_until_balanced(series, [0, *events]) == expected
+
+
+def summary(policy, scenario, samples_per_s, seed=0):
+    return {
+        "run": f"{scenario}-{policy}-{seed}",
+        "dataset": "d",
+        "scenario": scenario,
+        "model": "lenet",
+        "policy": policy,
+        "ranks": 2,
+        "seed": seed,
+        "global_batch": 8,
+        "iterations": 4,
+        "wall_s": 1.0,
+        "samples_per_s": samples_per_s,
+        "mean_wait_fraction": 0.1,
+        "max_wait_fraction": 0.2,
+        "final_test_accuracy": 0.9,
+        "time_to_target_s": None,
+        "iterations_until_balanced": None if policy == "static" else 3,
+    }
+
+
+def test_compare_speedups():
+    table, speedup = compare(
+        [
+            summary("oracle", "slow", 200.0),
+            summary("static", "slow", 100.0, seed=1),
+            summary("static", "slow", 100.0),
+            summary("adaptive", "slow", 180.0),
+            summary("adaptive", "alone", 50.0),  # no static run to compare with
+            summary("adaptive", "slow", 300.0, seed=1),
+        ]
+    )
+    assert list(table["run"]) == [
+        "alone-adaptive-0",
+        "slow-adaptive-0",
+        "slow-oracle-0",
+        "slow-static-0",
+        "slow-adaptive-1",
+        "slow-static-1",
+    ]
+    assert list(speedup["run"]) == list(table["run"])
+    assert np.isnan(speedup["speedup"][0])
+    assert list(speedup["speedup"][1:]) == pytest.approx([1.8, 2.0, 1.0, 3.0, 1.0])
+    assert table["iterations_until_balanced"].isna().sum() == 2
+
+
+def test_compare_refuses_two_static_runs_of_one_group():
+    with pytest.raises(DynallocError, match="slow-static-0, slow-static-0"):
+        compare([summary("static", "slow", 100.0), summary("static", "slow", 90.0)])
+
+
+def test_cli_writes_tables_and_readable_pngs(tmp_path):
+    runs = [
+        make_run(
+            tmp_path / "runs",
+            f"{scenario}-{policy}",
+            compute,
+            policy=policy,
+            labels={"dataset": "d", "scenario": scenario, "run": f"{scenario}-{policy}"},
+            changes=changes,
+            samples_per_s=sps,
+        )
+        for scenario, policy, compute, changes, sps in [
+            ("slow", "static", [[1, 3]] * 8, (), 100.0),
+            ("slow", "adaptive", [[2, 2.1]] * 8, (), 190.0),
+            ("burst", "adaptive", [[1, 1]] * 8, [{"rank": 0, "start": 2, "end": 5}], 150.0),
+        ]
+    ]
+    summaries = []
+    for run_dir in runs:
+        out = tmp_path / "summaries" / f"{run_dir.name}.json"
+        assert main(["summarize", "--run-dir", str(run_dir), "--out", str(out)]) == 0
+        summaries.append(str(out))
+    assert json.loads(Path(summaries[0]).read_text())["max_wait_fraction"] == pytest.approx(2 / 3)
+
+    out_dir = tmp_path / "report"
+    argv = ["compare", "--summaries", *summaries, "--runs", *map(str, runs)]
+    assert main([*argv, "--tables-dir", str(out_dir), "--plots-dir", str(out_dir)]) == 0
+    speedup = pd.read_csv(out_dir / "speedup.csv")
+    assert list(speedup["speedup"].round(6).fillna(-1)) == [-1, 1.9, 1.0]
+    assert len(pd.read_csv(out_dir / "summary.csv")) == 3
+
+    sizes = {  # (height, width) at 110 dpi: 2x2 panels of 6.5 x 3.8 in, convergence 12 x 4.5 in
+        "shares.png": (836, 1430),
+        "timing.png": (836, 1430),
+        "convergence.png": (495, 1320),
+        "throughput.png": (495, 660),
+    }
+    for name, size in sizes.items():
+        data = (out_dir / name).read_bytes()
+        assert data.startswith(PNG_MAGIC), name
+        assert imread(out_dir / name).shape[:2] == size, name
+    assert not [p.name for p in out_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def error_line(capsys, argv):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_missing_iterations_csv_is_one_line(tmp_path, capsys):
+    run_dir = make_run(tmp_path, "run", [[1, 1]])
+    (run_dir / "iterations.csv").unlink()
+    err = error_line(capsys, ["summarize", "--run-dir", str(run_dir), "--out", "x.json"])
+    assert "iterations.csv" in err and err.startswith("dynalloc summarize: error:")
+
+
+def test_missing_column_is_one_line(tmp_path, capsys):
+    run_dir = make_run(tmp_path, "run", [[1, 1]])
+    table = pd.read_csv(run_dir / "iterations.csv").drop(columns="wait_s")
+    table.to_csv(run_dir / "iterations.csv", index=False)
+    err = error_line(capsys, ["summarize", "--run-dir", str(run_dir), "--out", "x.json"])
+    assert "iterations.csv" in err and "wait_s" in err
+
+
+def test_missing_summary_is_one_line(tmp_path, capsys):
+    run_dir = make_run(tmp_path, "run", [[1, 1]])
+    argv = ["compare", "--summaries", str(tmp_path / "none.json"), "--runs", str(run_dir)]
+    out = str(tmp_path / "out")
+    err = error_line(capsys, [*argv, "--tables-dir", out, "--plots-dir", out])
+    assert "none.json" in err
+
+
+def test_analysis_imports_neither_mxnet_nor_mpi4py():
+    code = (
+        "import sys, dynalloc.analysis, dynalloc.plots, dynalloc.summarize, dynalloc.compare;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mxnet', 'mpi4py')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "[]", result.stderr
