@@ -30,6 +30,7 @@ DEFAULTS = {
     "seed": 0,
     "target_accuracy": None,
     "pin_cores": True,  # pin rank r to core r mod cores (then contention has a core to hit)
+    "labels": {},  # free-form names (dataset, scenario, run) that analysis reports carry along
 }
 
 
@@ -112,6 +113,9 @@ def resolve(raw, ranks):
     except ValueError as error:
         raise DynallocError(f"policy: {error}") from None
     _mapping(config, "optimizer")
+    labels = _mapping(config, "labels")
+    if not all(isinstance(k, str) and isinstance(v, str | int) for k, v in labels.items()):
+        raise DynallocError(f"config key 'labels' must map names to strings, got {labels!r}")
     return config
 
 

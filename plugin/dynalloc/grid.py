@@ -1,0 +1,96 @@
+"""The pipeline's experiment grid: dataset x model x policy x scenario x ranks x seed -> runs.
+
+The Snakefile calls `expand_runs` once at parse time, so every mistake in the grid is reported
+before any job starts, and each run gets a readable, stable name and the exact run config that
+`dynalloc train` will read (written by the `run_config` rule).
+"""
+
+import itertools
+from pathlib import Path
+
+from dynalloc.errors import DynallocError
+from dynalloc.policies import POLICIES
+
+AXES = ("dataset", "model", "policy", "scenario", "ranks", "seed")
+STAGE_OPTIONS = ("path", "seed", "test_fraction", "samples", "shape", "classes")
+
+
+def run_name(dataset, model, policy, scenario, ranks, seed):
+    return f"{dataset}-{model}-{policy}-{scenario}-r{ranks}-s{seed}"
+
+
+def expand_runs(config):
+    """{run name: {"ranks": R, "dataset": name, "config": run config}} for every point of the
+    grid; DynallocError names the bad key."""
+    grid = config["grid"]
+    for axis in AXES:
+        if not grid.get(axis):
+            raise DynallocError(f"grid.{axis} is empty: the grid expands to no run")
+    for axis, table in (("dataset", "datasets"), ("scenario", "scenarios"), ("policy", "policies")):
+        for name in grid[axis]:
+            if name not in config[table]:
+                raise DynallocError(
+                    f"grid.{axis} names {name!r}, which {table} does not define "
+                    f"(defined: {', '.join(config[table]) or 'none'})"
+                )
+    results = Path(config["results"])
+    runs = {}
+    for dataset, model, policy, scenario, ranks, seed in itertools.product(
+        *(grid[axis] for axis in AXES)
+    ):
+        name = run_name(dataset, model, policy, scenario, ranks, seed)
+        run_config = {
+            **config["training"],
+            "dataset": str(results / "data" / dataset),
+            "model": model,
+            "policy": policy_config(policy, config["policies"][policy]),
+            "scenario": scenario_config(scenario, config["scenarios"][scenario], ranks),
+            "seed": seed,
+            "labels": {"run": name, "dataset": dataset, "scenario": scenario, "policy": policy},
+        }
+        runs[name] = {"ranks": ranks, "dataset": dataset, "config": run_config}
+    return runs
+
+
+def policy_config(name, spec):
+    """A policy entry: its parameters, and `kind` when the entry is a variant of a policy."""
+    params = dict(spec or {})
+    kind = params.pop("kind", name)
+    if kind not in POLICIES:
+        raise DynallocError(
+            f"policies.{name}: unknown policy {kind!r}; choose one of "
+            f"{', '.join(POLICIES)} (or set kind:)"
+        )
+    return {"name": kind, **params}
+
+
+def scenario_config(name, spec, ranks):
+    """Per-rank factors from the `{rank: factor}` form, checked against this run's ranks."""
+    spec = dict(spec or {})
+    factors = [1.0] * ranks
+    for rank, factor in (spec.get("slowdown") or {}).items():
+        if not 0 <= int(rank) < ranks:
+            raise DynallocError(
+                f"scenarios.{name}.slowdown names rank {rank}, but a run of this "
+                f"grid has only {ranks} ranks (0..{ranks - 1})"
+            )
+        factors[int(rank)] = float(factor)
+    changes = spec.get("changes") or []
+    for i, change in enumerate(changes):
+        if not 0 <= int(change.get("rank", -1)) < ranks:
+            raise DynallocError(
+                f"scenarios.{name}.changes[{i}].rank {change.get('rank')!r} "
+                f"names no rank of a {ranks}-rank run"
+            )
+    return {"slowdown": factors, "changes": changes}
+
+
+def stage_arguments(name, spec):
+    """Command-line options of `dynalloc stage` for one `datasets` entry."""
+    arguments = ["--source", spec["source"]]
+    for option in STAGE_OPTIONS:
+        if option in spec:
+            value = spec[option]
+            value = ",".join(map(str, value)) if isinstance(value, list) else value
+            arguments += [f"--{option.replace('_', '-')}", str(value)]
+    return arguments

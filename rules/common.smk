@@ -1,0 +1,50 @@
+# Helpers shared by the rules: the expanded grid, paths, and the two environments' commands.
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+from dynalloc.errors import DynallocError
+from dynalloc.grid import expand_runs, stage_arguments
+
+RESULTS = config["results"]
+try:
+    RUNS = expand_runs(config)
+except DynallocError as error:
+    raise WorkflowError(f"config: {error}") from None
+
+# Staging and training run in the training environment (MXNet, numpy 1.23); its interpreter
+# comes from the config so that a cluster user can point at a conda env or a module.
+TRAIN_PYTHON = Path(config["train_python"]).expanduser()
+if not (TRAIN_PYTHON.is_file() and os.access(TRAIN_PYTHON, os.X_OK)):
+    raise WorkflowError(
+        f"config: train_python {TRAIN_PYTHON} is not an executable interpreter; "
+        "run `make setup` or point train_python at the training environment's python"
+    )
+TRAIN_DYNALLOC = f"{shlex.quote(str(TRAIN_PYTHON))} -m dynalloc.cli"
+# Analysis runs in this (the workflow) environment.
+WORKFLOW_DYNALLOC = f"{shlex.quote(sys.executable)} -m dynalloc.cli"
+
+
+def run_dir(run):
+    return f"{RESULTS}/runs/{run}"
+
+
+def run_json(wildcards):
+    return json.dumps(RUNS[wildcards.run]["config"], sort_keys=True)
+
+
+def run_ranks(wildcards):
+    return RUNS[wildcards.run]["ranks"]
+
+
+def staged(wildcards):
+    return f"{RESULTS}/data/{RUNS[wildcards.run]['dataset']}"
+
+
+def final_outputs():
+    return [f"{RESULTS}/summary.csv", f"{RESULTS}/speedup.csv"] + [
+        f"{RESULTS}/plots/{name}.png" for name in PLOTS
+    ]

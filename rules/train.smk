@@ -1,0 +1,44 @@
+rule run_config:
+    output:
+        f"{RESULTS}/runs/{{run}}/run.yaml",
+    log:
+        f"{RESULTS}/logs/run_config/{{run}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/run_config/{{run}}.tsv"
+    conda:
+        "../envs/workflow.yaml"
+    params:
+        dynalloc=WORKFLOW_DYNALLOC,
+        run=run_json,
+    shell:
+        "{params.dynalloc} run-config --json {params.run:q} --out {output} > {log} 2>&1"
+
+
+# An MPI job of R ranks; the launcher is the `mpi` resource, set by the profile
+# (the training env's mpiexec locally, `srun --mpi=pmi2` on SLURM).
+rule train:
+    input:
+        config=f"{RESULTS}/runs/{{run}}/run.yaml",
+        data=staged,
+    output:
+        metrics=f"{RESULTS}/runs/{{run}}/train/metrics.json",
+        iterations=f"{RESULTS}/runs/{{run}}/train/iterations.csv",
+        epochs=f"{RESULTS}/runs/{{run}}/train/epochs.csv",
+        parameters=f"{RESULTS}/runs/{{run}}/train/model.params",
+    log:
+        f"{RESULTS}/logs/train/{{run}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/train/{{run}}.tsv"
+    conda:
+        "../envs/train.yaml"
+    threads: run_ranks
+    resources:
+        tasks=run_ranks,
+        mpi="mpiexec",
+    params:
+        dynalloc=TRAIN_DYNALLOC,
+        ranks=run_ranks,
+        out=lambda w: f"{run_dir(w.run)}/train",
+    shell:
+        "{resources.mpi} -n {params.ranks} {params.dynalloc} train"
+        " --config {input.config} --out {params.out} > {log} 2>&1"

@@ -1,0 +1,160 @@
+"""The Snakemake pipeline, run for real: the workflow env's snakemake, real mpiexec ranks."""
+
+import csv
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).parents[2]
+SNAKEMAKE = ROOT / ".venv-workflow" / "bin" / "snakemake"
+TINY = Path(__file__).with_name("tiny.yaml")
+RUNS = ["digits-mlp-adaptive-slowdown-1-3-r2-s0", "digits-mlp-static-slowdown-1-3-r2-s0"]
+PLOTS = ["shares", "timing", "convergence", "throughput"]
+
+pytestmark = [
+    pytest.mark.mpi,
+    pytest.mark.skipif(not SNAKEMAKE.exists(), reason="make setup builds .venv-workflow"),
+]
+
+
+def snakemake(*args, results=None, configfile=TINY, override=None, timeout=600):
+    """Snakemake from the repository root; `override` (a dict) is merged over `configfile`."""
+    command = [str(SNAKEMAKE), "--cores", "2"]
+    if configfile is not None:
+        command += ["--configfile", str(configfile)]
+        if override is not None:
+            extra = Path(results).parent / "override.yaml"
+            extra.write_text(yaml.safe_dump(override))
+            command.append(str(extra))
+    if results is not None:
+        command += ["--config", f"results={results}"]  # a top-level --config override
+    return subprocess.run(
+        [*command, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def planned_jobs(output):
+    """{rule: count} from the job stats table of a dry run."""
+    jobs, table = {}, False
+    for line in output.splitlines():
+        if line.startswith("job "):
+            table = True
+        elif table and line.strip() and not line.startswith("-"):
+            name, count = line.split()[:2]
+            if name == "total":
+                break
+            jobs[name] = int(count)
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    results = tmp_path_factory.mktemp("pipeline") / "results"
+    run = snakemake(results=results)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = snakemake("--report", results / "report.html", results=results)
+    assert report.returncode == 0, report.stderr[-3000:]
+    return results
+
+
+def test_lint_and_format_are_clean():
+    lint = snakemake("--lint", configfile=None)
+    assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stderr
+    fmt = subprocess.run(
+        [str(SNAKEMAKE.with_name("snakefmt")), "--check", "workflow/Snakefile", "rules"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert fmt.returncode == 0, fmt.stderr
+
+
+@pytest.mark.parametrize("config", sorted((ROOT / "config").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_config_dry_runs(config, tmp_path):
+    result = snakemake("-n", configfile=config, results=tmp_path / "results")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert planned_jobs(result.stdout)["train"] >= 1
+
+
+def test_every_run_logs_every_rank_and_iteration(finished):
+    for run in RUNS:
+        train = finished / "runs" / run / "train"
+        config = yaml.safe_load((finished / "runs" / run / "run.yaml").read_text())
+        assert config["labels"]["run"] == run
+        with open(train / "iterations.csv", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        assert len(rows) == 2 * 12
+        shares = {}
+        for row in rows:
+            shares.setdefault(row["iteration"], []).append(int(row["batch_size"]))
+        assert len(shares) == 12 and all(sum(s) == 64 for s in shares.values())
+        assert json.loads((train / "metrics.json").read_text())["iterations"] == 12
+
+
+def test_tables_plots_and_report(finished):
+    with open(finished / "summary.csv", newline="") as handle:
+        summary = list(csv.DictReader(handle))
+    assert sorted(row["run"] for row in summary) == RUNS
+    with open(finished / "speedup.csv", newline="") as handle:
+        speedup = {row["policy"]: float(row["speedup"]) for row in csv.DictReader(handle)}
+    assert speedup["static"] == 1.0 and 0 < speedup["adaptive"] < 100  # too tiny to rank them
+    for name in PLOTS:
+        data = (finished / "plots" / f"{name}.png").read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, name
+    report = (finished / "report.html").read_text()
+    for name in [*PLOTS, "summary", "speedup"]:
+        assert name in report, name
+
+
+def test_second_run_has_nothing_to_do(finished):
+    again = snakemake("-n", results=finished)
+    assert again.returncode == 0, again.stderr
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_changing_one_policy_parameter_reruns_only_its_run(finished):
+    override = {"policies": {"static": {}, "adaptive": {"dead_band": 0.05}}}
+    plan = snakemake("-n", results=finished, override=override)
+    assert plan.returncode == 0, plan.stderr
+    jobs = planned_jobs(plan.stdout)
+    assert jobs["train"] == 1 and jobs["run_config"] == 1 and jobs["compare_runs"] == 1, jobs
+    train_block = plan.stdout.split("rule train:", 1)[1].split("\n\n", 1)[0]
+    assert "digits-mlp-adaptive" in train_block and "digits-mlp-static" not in train_block
+
+
+def bad(tmp_path, override):
+    results = tmp_path / "results"
+    result = snakemake("-n", results=results, override=override)
+    assert result.returncode != 0
+    assert not results.exists(), "a job started"
+    return result.stdout + result.stderr
+
+
+def test_unknown_dataset_source_is_refused(tmp_path):
+    text = bad(tmp_path, {"datasets": {"digits": {"source": "imagenet"}}})
+    assert "imagenet" in text and "source" in text
+
+
+def test_ranks_below_one_is_refused(tmp_path):
+    grid = yaml.safe_load(TINY.read_text())["grid"]
+    text = bad(tmp_path, {"grid": {**grid, "ranks": [0]}})
+    assert "ranks" in text and "minimum" in text
+
+
+def test_grid_that_expands_to_no_run_is_refused(tmp_path):
+    grid = yaml.safe_load(TINY.read_text())["grid"]
+    text = bad(tmp_path, {"grid": {**grid, "dataset": []}})
+    assert "dataset" in text
+
+
+def test_scenario_naming_a_missing_rank_is_refused(tmp_path):
+    text = bad(tmp_path, {"scenarios": {"slowdown-1-3": {"slowdown": {5: 3}}}})
+    assert "scenarios.slowdown-1-3.slowdown names rank 5" in text
+
+
+def test_missing_training_interpreter_is_refused(tmp_path):
+    text = bad(tmp_path, {"train_python": "/nonexistent/python"})
+    assert "train_python /nonexistent/python is not an executable interpreter" in text
