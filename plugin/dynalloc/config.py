@@ -30,6 +30,7 @@ DEFAULTS = {
     "seed": 0,
     "target_accuracy": None,
     "pin_cores": True,  # pin rank r to core r mod cores (then contention has a core to hit)
+    "threads_per_rank": 1,  # OpenMP and MXNet engine threads of each rank
     "labels": {},  # free-form names (dataset, scenario, run) that analysis reports carry along
 }
 
@@ -66,7 +67,7 @@ def resolve(raw, ranks):
             f"dynalloc stage, got {config['dataset']!r}"
         )
     config["dataset"] = str(Path(config["dataset"]).expanduser().resolve())
-    for key in ("global_batch", "epochs", "min_share", "seed"):
+    for key in ("global_batch", "epochs", "min_share", "seed", "threads_per_rank"):
         _integer(config, key, minimum=0 if key in ("min_share", "seed") else 1)
     for key in ("iterations", "max_share"):
         if config[key] is not None:

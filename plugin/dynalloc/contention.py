@@ -40,9 +40,10 @@ class Burners:
         process.wait()
 
 
-def pin_to_core(rank):
-    """Pin this process to one allowed core (rank mod cores); returns that core."""
+def pin_to_core(rank, threads=1):
+    """Pin this process to `threads` allowed cores from `rank * threads` on (wrapping around);
+    returns the first, where contention burners go."""
     cores = sorted(os.sched_getaffinity(0))
-    core = cores[rank % len(cores)]
-    os.sched_setaffinity(0, {core})
-    return core
+    mine = [cores[(rank * threads + i) % len(cores)] for i in range(threads)]
+    os.sched_setaffinity(0, set(mine))
+    return mine[0]

@@ -33,19 +33,21 @@ def add_arguments(parser):
 
 
 def run(args):
-    # Two cores shared by the ranks: one compute thread each, or they thrash. Set before MXNet.
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ.setdefault("MXNET_CPU_WORKER_NTHREADS", "1")
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
     rank, ranks = comm.Get_rank(), comm.Get_size()
     config, data, sampler = agree(comm, lambda: prepare(args, ranks))
+    # Compute threads per rank, set before MXNet loads; from the config, not the environment,
+    # since launchers export their own (Snakemake sets OMP_NUM_THREADS to the job's threads,
+    # which would make ranks sharing cores thrash).
+    for variable in ("OMP_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS"):
+        os.environ[variable] = str(config["threads_per_rank"])
     core = None
     if config["pin_cores"]:
         from dynalloc.contention import pin_to_core
 
-        core = pin_to_core(rank)
+        core = pin_to_core(rank, config["threads_per_rank"])
     total = total_iterations(config, sampler.batches_per_epoch)
     parts = agree(comm, lambda: build(config, data, total))
     out = Path(args.out)
