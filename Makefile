@@ -16,7 +16,7 @@ export MXNET_CPU_WORKER_NTHREADS := 1
 
 help:
 	@echo "make run         the pipeline on config/config.yaml: stage, train on 2 MPI ranks, report"
-	@echo "make test        unit and MPI tests (builds the environments first)"
+	@echo "make test        unit, MPI and pipeline tests (builds the environments first)"
 	@echo "make setup       build .venv-train and .venv-workflow (only what changed)"
 	@echo "make lint        ruff"
 	@echo "make bench-core  the core figures: adaptive vs static vs oracle, exchange cost"

@@ -9,8 +9,6 @@ rule stage_dataset:
         "../envs/train.yaml"
     params:
         dynalloc=TRAIN_DYNALLOC,
-        options=lambda w: shlex.join(
-            stage_arguments(w.dataset, config["datasets"][w.dataset])
-        ),
+        options=lambda w: shlex.join(stage_arguments(config["datasets"][w.dataset])),
     shell:
         "{params.dynalloc} stage {params.options} --out {output} > {log} 2>&1"

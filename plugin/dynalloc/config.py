@@ -54,6 +54,7 @@ def load_config(path):
 
 def resolve(raw, ranks):
     """Defaults filled in and every key checked for a run of `ranks` ranks."""
+    raw = {k: v for k, v in raw.items() if k != "ranks"}  # a resolved config.yaml reruns as is
     unknown = sorted(set(raw) - set(DEFAULTS))
     if unknown:
         raise DynallocError(f"unknown config key {unknown[0]!r}; known keys: {', '.join(DEFAULTS)}")
@@ -67,8 +68,9 @@ def resolve(raw, ranks):
             f"dynalloc stage, got {config['dataset']!r}"
         )
     config["dataset"] = str(Path(config["dataset"]).expanduser().resolve())
+    # min_share >= 1: a rank without samples could not be timed, nor run a forward pass.
     for key in ("global_batch", "epochs", "min_share", "seed", "threads_per_rank"):
-        _integer(config, key, minimum=0 if key in ("min_share", "seed") else 1)
+        _integer(config, key, minimum=0 if key == "seed" else 1)
     for key in ("iterations", "max_share"):
         if config[key] is not None:
             _integer(config, key, minimum=1)
@@ -94,6 +96,12 @@ def resolve(raw, ranks):
         built = Scenario(ranks, scenario.get("slowdown"), scenario.get("changes") or ())
     except ValueError as error:
         raise DynallocError(str(error)) from None
+
+    if any(c.mode == "contention" for c in built.changes) and not config["pin_cores"]:
+        raise DynallocError(
+            "scenario.changes with mode contention need pin_cores: true "
+            "(the burners share the rank's pinned core)"
+        )
 
     policy = _mapping(config, "policy")
     name = policy.get("name")

@@ -37,7 +37,6 @@ class AffineCostModel:
     noise: float = 0.05  # exponentially weighted mean absolute relative error
     sums: list = field(default_factory=lambda: [0.0] * 6)  # W, Sb, Sbb, St, Sbt, sum of w^2
     pending: list = field(default_factory=list)  # unconfirmed deviating observations (b, t, e)
-    changes: int = 0
 
     @property
     def fitted(self):
@@ -87,7 +86,6 @@ class AffineCostModel:
             return False  # maybe an outlier: hold it back, keep the model
         self._rescale(self.pending)
         self.pending.clear()
-        self.changes += 1
         return True
 
     def _rescale(self, observations):

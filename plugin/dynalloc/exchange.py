@@ -1,7 +1,9 @@
 """Weighted gradient exchange over MPI: the sum of every rank's gradient times `b_r / B`.
 
 Each rank holds the gradient of the mean loss over its `b_r` samples; weighting by `b_r / B` and
-summing gives exactly the gradient of the mean loss over all B samples, whatever the shares. All
+summing gives exactly the gradient of the mean loss over all B samples, whatever the shares.
+(Gluon's `backward` gives the gradient of the *sum* over the samples, `b_r` times that mean, so
+the Gluon layer passes the weight `1 / B`: the same product.) All
 gradients go through one preallocated contiguous float32 buffer and one in-place `Allreduce`
 through the buffer interface: no pickling, no per-tensor messages on the hot path. The tensors are
 plain writable numpy arrays (the Gluon layer hands in views of MXNet's gradient memory), so this
@@ -21,13 +23,13 @@ class GradientExchange:
         self.comm = MPI.COMM_WORLD if comm is None else comm
         self.tensors = [t.reshape(-1) for t in tensors]  # views: the arrays must be contiguous
         if any(
-            not np.shares_memory(flat, t) for flat, t in zip(self.tensors, tensors, strict=True)
+            t.size and not np.shares_memory(flat, t)
+            for flat, t in zip(self.tensors, tensors, strict=True)
         ):
             raise ValueError("gradient tensors must be contiguous")
         self.offsets = np.cumsum([0] + [t.size for t in self.tensors])
         self.buffer = np.empty(int(self.offsets[-1]), dtype=np.float32)
         self.timing = np.empty(0)
-        self.last_sync_s = 0.0
 
     @property
     def rank(self):
@@ -52,8 +54,7 @@ class GradientExchange:
         if self.size > 1:
             self.comm.Allreduce(MPI.IN_PLACE, self.buffer, op=MPI.SUM)
         self._unpack()
-        self.last_sync_s = time.perf_counter() - started
-        return self.last_sync_s
+        return time.perf_counter() - started
 
     def broadcast(self, root=0):
         """Make every rank's tensors equal to `root`'s (the same starting parameters)."""

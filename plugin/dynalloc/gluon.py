@@ -84,9 +84,13 @@ class DynamicBatch:
         comm=None,
     ):
         trainable = [p for p in params.values() if p.grad_req != "null"]
+        fixed = [p for p in params.values() if p.grad_req == "null"]  # e.g. BatchNorm statistics
         try:
+            # The views alias MXNet's memory: keep the arrays themselves alive beside them.
+            self.arrays = [p.grad() for p in trainable] + [p.data() for p in params.values()]
             grads = [numpy_view(p.grad()) for p in trainable]
             data = [numpy_view(p.data()) for p in params.values()]
+            state = [numpy_view(p.data()) for p in fixed]
         except RuntimeError as error:
             raise DynallocError(
                 "initialise the network (and run one forward pass if it has "
@@ -94,6 +98,7 @@ class DynamicBatch:
             ) from None
         self.exchange = GradientExchange(grads, comm)
         GradientExchange(data, self.exchange.comm).broadcast()  # all ranks start from rank 0
+        self.state = GradientExchange(state, self.exchange.comm)
         self.rank, self.ranks = self.exchange.rank, self.exchange.size
         try:
             self.policy = make_policy(
@@ -108,6 +113,13 @@ class DynamicBatch:
         self.global_batch = global_batch
         self.iteration = 0
         self.rows = []
+
+    def average_state(self):
+        """Average the parameters that no gradient updates (BatchNorm running statistics, which
+        each rank gathers from its own samples) over the ranks, so that every rank evaluates
+        and saves the same model. Call it before evaluating or saving."""
+        mx.nd.waitall()
+        self.state.allreduce(1.0 / self.ranks)
 
     @property
     def shares(self):

@@ -39,6 +39,11 @@ def expand_runs(config):
         *(grid[axis] for axis in AXES)
     ):
         name = run_name(dataset, model, policy, scenario, ranks, seed)
+        if name in runs:
+            raise DynallocError(
+                f"two points of the grid are both named {name!r}: rename a "
+                "dataset, policy or scenario so that names stay unique"
+            )
         run_config = {
             **config["training"],
             "dataset": str(results / "data" / dataset),
@@ -85,7 +90,7 @@ def scenario_config(name, spec, ranks):
     return {"slowdown": factors, "changes": changes}
 
 
-def stage_arguments(name, spec):
+def stage_arguments(spec):
     """Command-line options of `dynalloc stage` for one `datasets` entry."""
     arguments = ["--source", spec["source"]]
     for option in STAGE_OPTIONS:

@@ -178,13 +178,20 @@ class AdaptivePolicy(Policy):
         dead_band=0.02, confidence=1.0, settle=3, **model,
     ):  # fmt: skip
         super().__init__(ranks, global_batch, min_share, max_share)
-        if not (0 <= dead_band < 1 and confidence >= 0):
+        numbers = (dead_band, confidence, settle)
+        if not (
+            all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers)
+            and 0 <= dead_band < 1
+            and confidence >= 0
+            and settle >= 0
+        ):
             raise ValueError(
-                f"adaptive needs 0 <= dead_band < 1 and confidence >= 0, "
-                f"got dead_band={dead_band}, confidence={confidence}"
+                f"adaptive needs 0 <= dead_band < 1, confidence >= 0 and settle >= 0, "
+                f"got dead_band={dead_band!r}, confidence={confidence!r}, settle={settle!r}"
             )
         self.dead_band, self.confidence = dead_band, confidence
         self.settle, self.settling = settle, 0
+        check_model_parameters(model)
         self.models = [AffineCostModel(**model) for _ in range(ranks)]
 
     def _next(self, shares, seconds, iteration, epoch):
@@ -207,6 +214,36 @@ class AdaptivePolicy(Policy):
         doubt = self.confidence * float(np.sqrt(np.sum(np.square(errors))))
         step = 1.0 if changed else spread**2 / (spread**2 + doubt**2)
         return self.split(np.maximum(self.shares + step * (best - self.shares), 1e-9))
+
+
+MODEL_PARAMETERS = {  # name: (lowest, highest) accepted value of the cost model's tunables
+    "forgetting": (0.0, 0.999999),
+    "intercept_fraction": (0.0, 0.95),
+    "prior_strength": (0.0, 1e6),
+    "change_threshold": (0.0, 1e6),
+    "noise_multiplier": (0.0, 1e6),
+    "confirm": (1, 100),
+}
+
+
+def check_model_parameters(params):
+    """ValueError naming an unknown or out-of-range tunable of the adaptive cost model."""
+    for name, value in params.items():
+        if name not in MODEL_PARAMETERS:
+            raise ValueError(
+                f"adaptive has no parameter {name!r}; its parameters: dead_band, "
+                f"confidence, settle, {', '.join(MODEL_PARAMETERS)}"
+            )
+        lowest, highest = MODEL_PARAMETERS[name]
+        kind = int if name == "confirm" else (int, float)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, kind)
+            or not (lowest <= value <= highest)
+        ):
+            raise ValueError(
+                f"adaptive {name} must be a number in [{lowest}, {highest}], got {value!r}"
+            )
 
 
 POLICIES = {

@@ -99,7 +99,7 @@ class Scenario:
         )
 
     def nominal_slowdown(self, rank, iteration):
-        """The factor logged in iterations.csv: sleep factor x (1 + burners sharing the core)."""
+        """How much slower the rank nominally runs: sleep factor x (1 + burners on its core)."""
         return self.factor(rank, iteration) * (1 + self.burners(rank, iteration))
 
     def static_speeds(self):

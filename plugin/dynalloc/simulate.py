@@ -20,9 +20,6 @@ class Trace:
         t = self.true_times
         return (t.max(axis=1) - t.min(axis=1)) / t.mean(axis=1)
 
-    def iteration_time(self):
-        return self.true_times.max(axis=1)
-
 
 def simulate(policy, intercepts, slopes, iterations, noise=0.0, seed=0, speed=None):
     """Run `iterations` steps; rank r needs `speed(i)[r] * (a_r + c_r * b)` seconds at step i.

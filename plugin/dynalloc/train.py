@@ -24,6 +24,7 @@ from dynalloc.scenario import Scenario
 from dynalloc.telemetry import EPOCH_FIELDS, GrowingCSV, Progress, wait_fractions, write_json
 
 EVAL_CHUNK = 1024
+RUN_FILES = ("metrics.json", "iterations.csv", "epochs.csv", "model.params", "train.log")
 log = logging.getLogger("dynalloc.train")
 
 
@@ -37,7 +38,7 @@ def run(args):
 
     comm = MPI.COMM_WORLD
     rank, ranks = comm.Get_rank(), comm.Get_size()
-    config, data, sampler = agree(comm, lambda: prepare(args, ranks))
+    config, data, sampler = agree(comm, lambda: prepare(args, rank, ranks))
     # Compute threads per rank, set before MXNet loads; from the config, not the environment,
     # since launchers export their own (Snakemake sets OMP_NUM_THREADS to the job's threads,
     # which would make ranks sharing cores thrash).
@@ -67,9 +68,10 @@ def agree(comm, setup):
     return result
 
 
-def prepare(args, ranks):
+def prepare(args, rank, ranks):
     config = resolve(load_config(args.config), ranks)
-    data = load_staged(config["dataset"])
+    # Rank 0 reads every byte (sha256, NaN); the others check the manifest, shapes and counts.
+    data = load_staged(config["dataset"], verify=rank == 0)
     try:
         sampler = GlobalBatchSampler(
             len(data.train_y),
@@ -100,6 +102,8 @@ def build(config, data, total):
 def make_run_dir(out, config):
     try:
         out.mkdir(parents=True, exist_ok=True)
+        for stale in RUN_FILES:  # a previous run's results must not pass for this one's
+            (out / stale).unlink(missing_ok=True)
         with atomic_write(out / "config.yaml") as handle:
             yaml.safe_dump(config, handle, sort_keys=False)
     except OSError as error:
@@ -150,6 +154,7 @@ class Run:
                 began = time.perf_counter()
                 losses, sizes = self.train_epoch(epoch, books)
                 elapsed = time.perf_counter() - began
+                self.dyn.average_state()
                 test_loss, test_accuracy = self.evaluate()
                 rows = self.dyn.exchange.gather_objects(self.dyn.rows)
                 self.dyn.rows = []

@@ -13,3 +13,9 @@ def test_weighted_allreduce_allgather_and_broadcast(ranks):
     result = mpi_python(ranks, Path(__file__).with_name("exchange_check.py"))
     assert result.returncode == 0, result.stderr
     assert result.stdout.count(" ok") == ranks
+
+
+def test_batchnorm_statistics_are_averaged_over_ranks():
+    result = mpi_python(2, Path(__file__).with_name("state_check.py"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count(" ok") == 2

@@ -108,17 +108,45 @@ def test_bad_optional_positive_integers(key, value):
     fails(base(**{key: value}), repr(key), ">= 1")
 
 
-@pytest.mark.parametrize("key", ["min_share", "seed"])
 @pytest.mark.parametrize("value", [-1, 0.5, "0", None, True])
-def test_bad_non_negative_integers(key, value):
-    fails(base(**{key: value}), repr(key), ">= 0")
+def test_bad_seed(value):
+    fails(base(seed=value), "'seed'", ">= 0")
+
+
+@pytest.mark.parametrize("value", [0, -1, 0.5, "1", None, True])
+def test_min_share_must_give_every_rank_a_sample(value):
+    fails(base(min_share=value), "'min_share'", ">= 1")
 
 
 def test_smallest_integers_accepted():
     config = resolve(
-        base(global_batch=2, epochs=1, iterations=1, min_share=0, seed=0, max_share=2), 2
+        base(global_batch=2, epochs=1, iterations=1, min_share=1, seed=0, max_share=2), 2
     )
-    assert (config["global_batch"], config["iterations"], config["min_share"]) == (2, 1, 0)
+    assert (config["global_batch"], config["iterations"], config["min_share"]) == (2, 1, 1)
+
+
+def test_a_resolved_config_resolves_again():
+    once = resolve(base(policy={"name": "static"}), 2)
+    assert resolve(once, 3) == {**once, "ranks": 3}
+
+
+def test_contention_needs_pinned_cores():
+    changes = [{"rank": 1, "mode": "contention", "start": 0}]
+    fails(base(pin_cores=False, scenario={"changes": changes}), "pin_cores")
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"forgetting": "0.9"}, "forgetting"),
+        ({"forgetting": 1.5}, "forgetting"),
+        ({"confirm": 0}, "confirm"),
+        ({"settle": -1}, "settle"),
+        ({"sums": [1]}, "no parameter 'sums'"),
+    ],
+)
+def test_adaptive_parameters_are_checked(params, fragment):
+    fails(base(policy={"name": "adaptive", **params}), fragment)
 
 
 @pytest.mark.parametrize("key", ["drop_last", "pin_cores"])

@@ -1,0 +1,91 @@
+"""The pipeline grid: run names, run configs, and every mistake named before a job starts."""
+
+import pytest
+from dynalloc.errors import DynallocError
+from dynalloc.grid import expand_runs, stage_arguments
+
+
+def pipeline(**overrides):
+    config = {
+        "results": "out",
+        "datasets": {"digits": {"source": "digits"}},
+        "scenarios": {"slow": {"slowdown": {1: 3}}, "flat": {}},
+        "policies": {"static": {}, "wide": {"kind": "adaptive", "dead_band": 0.05}},
+        "grid": {
+            "dataset": ["digits"],
+            "model": ["mlp"],
+            "policy": ["static", "wide"],
+            "scenario": ["slow", "flat"],
+            "ranks": [2, 3],
+            "seed": [0],
+        },
+        "training": {"global_batch": 64, "epochs": 1},
+    }
+    config.update(overrides)
+    return config
+
+
+def test_every_point_is_one_run_with_a_readable_name():
+    runs = expand_runs(pipeline())
+    assert len(runs) == 8
+    run = runs["digits-mlp-wide-slow-r3-s0"]
+    assert run["ranks"] == 3 and run["dataset"] == "digits"
+    config = run["config"]
+    assert config["policy"] == {"name": "adaptive", "dead_band": 0.05}
+    assert config["scenario"] == {"slowdown": [1.0, 3.0, 1.0], "changes": []}
+    assert config["dataset"] == "out/data/digits" and config["global_batch"] == 64
+    assert config["labels"] == {
+        "run": "digits-mlp-wide-slow-r3-s0",
+        "dataset": "digits",
+        "scenario": "slow",
+        "policy": "wide",
+    }
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"grid": {**pipeline()["grid"], "seed": []}}, "grid.seed is empty"),
+        ({"grid": {**pipeline()["grid"], "scenario": ["steep"]}}, "'steep'"),
+        ({"scenarios": {"slow": {"slowdown": {4: 3}}, "flat": {}}}, "names rank 4"),
+        (
+            {"scenarios": {"slow": {"changes": [{"rank": 2, "start": 0}]}, "flat": {}}},
+            "changes[0].rank 2",
+        ),
+        ({"policies": {"static": {}, "wide": {"kind": "fastest"}}}, "unknown policy 'fastest'"),
+    ],
+)
+def test_mistakes_are_named(overrides, fragment):
+    config = pipeline(**overrides)
+    if "scenarios" in overrides and "changes" in str(overrides):
+        config["grid"]["ranks"] = [2]
+    with pytest.raises(DynallocError) as caught:
+        expand_runs(config)
+    assert fragment in str(caught.value)
+
+
+def test_colliding_names_are_refused():
+    config = pipeline(datasets={"a-b": {"source": "digits"}, "a": {"source": "digits"}})
+    config["grid"].update(
+        dataset=["a-b", "a"],
+        model=["mlp", "b-mlp"],
+        policy=["static"],
+        scenario=["flat"],
+        ranks=[2],
+    )
+    with pytest.raises(DynallocError, match="both named 'a-b-mlp-static-flat-r2-s0'"):
+        expand_runs(config)
+
+
+def test_stage_arguments():
+    spec = {"source": "synthetic", "samples": 100, "shape": [1, 8, 8], "test_fraction": 0.25}
+    assert stage_arguments(spec) == [
+        "--source",
+        "synthetic",
+        "--test-fraction",
+        "0.25",
+        "--samples",
+        "100",
+        "--shape",
+        "1,8,8",
+    ]
