@@ -148,7 +148,9 @@ class Run:
             self.burners = Burners(core)
 
     def train(self):
-        books = Books(self.out, self.config, self.total, self.epochs) if self.rank == 0 else None
+        books = None
+        if self.rank == 0:
+            books = Books(self.out, self.config, self.scenario, self.total, self.epochs)
         try:
             for epoch in range(self.epochs):
                 began = time.perf_counter()
@@ -218,10 +220,10 @@ class Run:
 class Books:
     """Rank 0's run directory: logs growing under temporary names, final files renamed in."""
 
-    def __init__(self, out, config, total, epochs):
+    def __init__(self, out, config, scenario, total, epochs):
         from dynalloc.gluon import ROW_FIELDS
 
-        self.out, self.config, self.total = out, config, total
+        self.out, self.config, self.scenario, self.total = out, config, scenario, total
         self.iterations = GrowingCSV(out / "iterations.csv", ROW_FIELDS)
         self.epochs = GrowingCSV(out / "epochs.csv", EPOCH_FIELDS)
         self.log_path = out / "train.log"
@@ -250,6 +252,9 @@ class Books:
     def epoch_done(self, epoch, elapsed, train_loss, test_loss, test_accuracy, rank_rows):
         self.wall_s += elapsed
         rows = sorted((row for rows in rank_rows for row in rows), key=lambda r: (r[0], r[2]))
+        # DynamicBatch logs the sleep it applied; the file records the whole emulated slowdown,
+        # CPU contention included.
+        rows = [(*r[:9], self.scenario.nominal_slowdown(r[2], r[0]), *r[10:]) for r in rows]
         self.rows.extend(rows)
         self.samples += sum(row[3] for row in rows)
         self.iterations.write(rows)

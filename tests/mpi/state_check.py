@@ -4,10 +4,9 @@ import sys
 
 import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon
-
 from dynalloc.gluon import DynamicBatch
 from dynalloc.models import build_model
+from mxnet import autograd, gluon
 
 net = build_model("resnet", 10, (1, 8, 8), seed=0)
 trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})

@@ -240,5 +240,7 @@ def test_contention_slows_the_rank_for_its_span_and_leaves_no_process(digits, tm
     ratio = np.median(inside) / np.median(outside)
     print(f"contention slowed rank 1 by {ratio:.2f}x")
     assert ratio > 1.4, (inside, outside)
+    logged = {int(r["iteration"]): float(r["slowdown"]) for r in rows}
+    assert [logged[i] for i in (9, 10, 19, 20)] == [1.0, 2.0, 2.0, 1.0]
     burners = subprocess.run(["pgrep", "-f", "sched_setaffinity"], capture_output=True)
     assert burners.stdout == b"", "a CPU burner outlived the run"
