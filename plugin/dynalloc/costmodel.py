@@ -53,7 +53,8 @@ class AffineCostModel:
         r1, r2 = st + rho * prior_a, sbt
         det = m11 * m22 - m12 * m12
         a = (r1 * m22 - m12 * r2) / det if det > 0 else prior_a
-        a = min(max(a, 0.0), 0.95 * mean_t)  # overhead is non-negative and below the time
+        # A local fit: a negative intercept is how a superlinear cost looks near the data.
+        a = min(max(a, -0.5 * mean_t), 0.95 * mean_t)
         c = (mean_t - a) / mean_b
         return a, c
 
