@@ -175,22 +175,25 @@ class AdaptivePolicy(Policy):
 
     def __init__(
         self, ranks, global_batch, min_share=1, max_share=None,
-        dead_band=0.02, confidence=1.0, settle=3, **model,
+        dead_band=0.02, confidence=1.0, settle=3, min_move=0.02, **model,
     ):  # fmt: skip
         super().__init__(ranks, global_batch, min_share, max_share)
-        numbers = (dead_band, confidence, settle)
+        numbers = (dead_band, confidence, settle, min_move)
         if not (
             all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers)
             and 0 <= dead_band < 1
             and confidence >= 0
             and settle >= 0
+            and 0 <= min_move < 1
         ):
             raise ValueError(
-                f"adaptive needs 0 <= dead_band < 1, confidence >= 0 and settle >= 0, "
-                f"got dead_band={dead_band!r}, confidence={confidence!r}, settle={settle!r}"
+                f"adaptive needs 0 <= dead_band < 1, confidence >= 0, settle >= 0 and "
+                f"0 <= min_move < 1, got dead_band={dead_band!r}, confidence={confidence!r}, "
+                f"settle={settle!r}, min_move={min_move!r}"
             )
         self.dead_band, self.confidence = dead_band, confidence
         self.settle, self.settling = settle, 0
+        self.min_move = min_move
         check_model_parameters(model)
         self.models = [AffineCostModel(**model) for _ in range(ranks)]
 
@@ -213,7 +216,13 @@ class AdaptivePolicy(Policy):
         errors = sorted(model.uncertainty() for model in self.models)[-2:]
         doubt = self.confidence * float(np.sqrt(np.sum(np.square(errors))))
         step = 1.0 if changed else spread**2 / (spread**2 + doubt**2)
-        return self.split(np.maximum(self.shares + step * (best - self.shares), 1e-9))
+        moved = self.split(np.maximum(self.shares + step * (best - self.shares), 1e-9))
+        # Every new share is a new input shape, which MXNet pays for in memory planning: a
+        # creep of a sample or two costs more than the imbalance it removes.
+        relative = np.abs(moved - self.shares) / np.maximum(self.shares, 1)
+        if not changed and relative.max() < self.min_move:
+            return self.shares
+        return moved
 
 
 MODEL_PARAMETERS = {  # name: (lowest, highest) accepted value of the cost model's tunables
@@ -232,7 +241,7 @@ def check_model_parameters(params):
         if name not in MODEL_PARAMETERS:
             raise ValueError(
                 f"adaptive has no parameter {name!r}; its parameters: dead_band, "
-                f"confidence, settle, {', '.join(MODEL_PARAMETERS)}"
+                f"confidence, settle, min_move, {', '.join(MODEL_PARAMETERS)}"
             )
         lowest, highest = MODEL_PARAMETERS[name]
         kind = int if name == "confirm" else (int, float)
