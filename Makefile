@@ -69,7 +69,7 @@ data/mnist5k/manifest.json: $(TRAIN_VENV)/.installed
 	$(TRAIN)/dynalloc stage --source mnist5k --out data/mnist5k
 
 bench-core: setup data/mnist5k/manifest.json
-	$(TRAIN)/python benchmarks/bench_core.py --dataset data/mnist5k --out runs/bench-core
+	$(TRAIN)/python benchmarks/bench_core.py --dataset data/mnist5k --out runs/bench-core --repeats 2
 
 clean:
 	rm -rf $(TRAIN_VENV) $(WORKFLOW_VENV) runs data results .snakemake
