@@ -66,7 +66,10 @@ class AffineCostModel:
 
     def predict(self, share):
         a, c = self.coefficients()
-        return a + c * share
+        # Far below the data, a negative local intercept would predict a negative time, and a
+        # change detected against it would rescale the history by a negative ratio.
+        _, sb, _, st, _, _ = self.sums
+        return max(a + c * share, 0.25 * share * st / sb)
 
     def observe(self, share, seconds):
         """Feed one measurement; returns True when it confirmed a change of speed."""

@@ -155,3 +155,26 @@ def test_proportional_chases_noise_where_adaptive_holds_still():
         worst[name] = (max(spreads), float(np.mean(moves)))
     assert worst["proportional"][0] > 0.1 and worst["adaptive"][0] < 0.05, worst
     assert worst["proportional"][1] > 40 and worst["adaptive"][1] < 10, worst
+
+
+def test_adaptive_survives_shares_driven_to_the_minimum():
+    """A real trace (MLP, rank 1 eight times slower, B=64): the shares ran down to [63, 1],
+    where a negative local intercept predicted a negative time and the change detector
+    rescaled the history by a negative ratio."""
+    trace = [
+        ([32, 32], [0.0216266, 0.17010343]),
+        ([60, 4], [0.00244977, 0.01973268]),
+        ([57, 7], [0.00250673, 0.02037835]),
+        ([62, 2], [0.0028282, 0.02408536]),
+        ([62, 2], [0.00257829, 0.01330641]),
+        ([63, 1], [0.00236325, 0.02361653]),
+        ([63, 1], [0.00154401, 0.01027378]),
+        ([63, 1], [0.0016, 0.0110]),
+    ]
+    policy = make_policy("adaptive", 2, 64)
+    for iteration, (shares, seconds) in enumerate(trace, start=1):
+        shares = policy.update(shares, seconds, iteration, 0)
+        assert shares.sum() == 64 and shares.min() >= 1, shares
+    for model in policy.models:
+        a, c = model.coefficients()
+        assert np.isfinite(a) and c > 0 and model.sums[3] > 0
