@@ -31,6 +31,7 @@ DEFAULTS = {
     "target_accuracy": None,
     "pin_cores": True,  # pin rank r to core r mod cores (then contention has a core to hit)
     "threads_per_rank": 1,  # OpenMP and MXNet engine threads of each rank
+    "checkpoint": {"every": None, "keep": 2},  # every N iterations (and every epoch end); keep K
     "labels": {},  # free-form names (dataset, scenario, run) that analysis reports carry along
 }
 
@@ -122,6 +123,7 @@ def resolve(raw, ranks):
     except ValueError as error:
         raise DynallocError(f"policy: {error}") from None
     _mapping(config, "optimizer")
+    _checkpoint(config)
     labels = _mapping(config, "labels")
     if not all(isinstance(k, str) and isinstance(v, str | int) for k, v in labels.items()):
         raise DynallocError(f"config key 'labels' must map names to strings, got {labels!r}")
@@ -138,6 +140,24 @@ def total_iterations(config, batches_per_epoch):
 
 def planned_epochs(config, batches_per_epoch):
     return math.ceil(total_iterations(config, batches_per_epoch) / batches_per_epoch)
+
+
+def _checkpoint(config):
+    settings = _mapping(config, "checkpoint")
+    unknown = sorted(set(settings) - {"every", "keep"})
+    if unknown:
+        raise DynallocError(f"unknown key 'checkpoint.{unknown[0]}'; known: every, keep")
+    config["checkpoint"] = settings = {**DEFAULTS["checkpoint"], **settings}
+    for key, optional in (("every", True), ("keep", False)):
+        value = settings[key]
+        if (value is None and optional) or (
+            isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        ):
+            continue
+        raise DynallocError(
+            f"config key 'checkpoint.{key}' must be an integer >= 1"
+            f"{' or null' if optional else ''}, got {value!r}"
+        )
 
 
 def _integer(config, key, minimum):

@@ -18,10 +18,19 @@ def atomic_write(path, mode="w", **open_kwargs):
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would give
         os.replace(tmp, path)
+        _fsync_directory(path.parent)  # the rename itself survives a crash
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _fsync_directory(directory):
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _umask():
