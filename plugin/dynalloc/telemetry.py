@@ -4,6 +4,7 @@ Logs grow under a `.partial` name while the run goes and are renamed when it end
 (Snakemake, the analysis) never takes a crashed run's file for a finished one.
 """
 
+import contextlib
 import csv
 import json
 import os
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dynalloc.errors import DynallocError
 from dynalloc.fsutil import atomic_write
 
 EPOCH_FIELDS = ("epoch", "wall_s", "train_loss", "test_loss", "test_accuracy")
@@ -24,25 +26,39 @@ class GrowingCSV:
     def __init__(self, path, fields):
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
-        self.handle = open(self.partial, "w", newline="", encoding="utf-8")  # noqa: SIM115
-        self.writer = csv.writer(self.handle)
-        self.writer.writerow(fields)
+        with self.writing():
+            self.handle = open(self.partial, "w", newline="", encoding="utf-8")  # noqa: SIM115
+            self.writer = csv.writer(self.handle)
+            self.writer.writerow(fields)
 
     def write(self, rows):
-        self.writer.writerows(rows)
-        self.handle.flush()
+        with self.writing():
+            self.writer.writerows(rows)
+            self.handle.flush()
 
     def close(self):
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
-        self.handle.close()
-        os.replace(self.partial, self.path)
+        with self.writing():
+            self.handle.flush()
+            os.fsync(self.handle.fileno())
+            self.handle.close()
+            os.replace(self.partial, self.path)
+
+    @contextlib.contextmanager
+    def writing(self):
+        """A full disk or a read-only directory, reported as the file that could not grow."""
+        try:
+            yield
+        except OSError as error:
+            raise DynallocError(f"cannot write {self.partial}: {error.strerror}") from None
 
 
 def write_json(path, data):
-    with atomic_write(path) as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    try:
+        with atomic_write(path) as handle:
+            json.dump(data, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+    except OSError as error:
+        raise DynallocError(f"cannot write {path}: {error.strerror}") from None
 
 
 def wait_fractions(rows, ranks):
