@@ -1,12 +1,17 @@
-"""Test helpers: real processes under the venv's own mpiexec."""
+"""Test helpers: real processes under the venv's own mpiexec, real snakemake runs."""
 
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
+ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MXNET_CPU_WORKER_NTHREADS": "1"}
+SNAKEMAKE = ROOT / ".venv-workflow" / "bin" / "snakemake"
+TINY = ROOT / "tests" / "workflow" / "tiny.yaml"
 
 
 def dynalloc(*args, ranks=None, timeout=300):
@@ -21,3 +26,70 @@ def mpi_python(ranks, script, *args, timeout=120):
     """Run a Python script on `ranks` real MPI ranks."""
     command = [str(BIN / "mpiexec"), "-n", str(ranks), sys.executable, str(script), *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def snakemake(*args, results=None, configfile=TINY, override=None, timeout=600):
+    """Snakemake from the repository root; `override` (a dict) is merged over `configfile`."""
+    command = [str(SNAKEMAKE), "--cores", "2"]
+    if configfile is not None:
+        command += ["--configfile", str(configfile)]
+        if override is not None:
+            extra = Path(results).parent / "override.yaml"
+            extra.write_text(yaml.safe_dump(override))
+            command.append(str(extra))
+    if results is not None:
+        command += ["--config", f"results={results}"]  # a top-level --config override
+    return subprocess.run(
+        [*command, *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENV,
+    )
+
+
+def parameters(run_dir):
+    """A run's final parameters, {name: numpy array}, from its model.params."""
+    import mxnet as mx  # the training env only: the analysis tests import this module too
+
+    return {k: v.asnumpy() for k, v in mx.nd.load(str(run_dir / "model.params")).items()}
+
+
+def start_dynalloc(*args, ranks, python_script=None, env=None, launcher_options=()):
+    """`dynalloc` (or a Python script taking the same arguments) on `ranks` MPI ranks in the
+    background, in its own process group; `env` adds environment variables."""
+    program = [sys.executable, str(python_script)] if python_script else [str(BIN / "dynalloc")]
+    launcher = [str(BIN / "mpiexec"), *launcher_options, "-n", str(ranks)]
+    command = [*launcher, *program, *map(str, args)]
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**ENV, **(env or {})},
+        start_new_session=True,
+    )
+
+
+def wait_for(condition, timeout=120, what="a condition"):
+    """Poll `condition()` every 10 ms until it is true; fail the test after `timeout` s."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
+
+
+def rank_pids(run_dir):
+    """{rank: pid} from the `rank pids:` line that rank 0 logs when the run starts."""
+    for name in ("train.log.partial", "train.log"):
+        path = Path(run_dir) / name
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if "rank pids:" in line:
+                    pairs = line.split("rank pids:")[1].split(",")
+                    return {int(r): int(p.split("@")[0]) for r, p in (x.split("=") for x in pairs)}
+    return {}

@@ -25,7 +25,7 @@ import mxnet as mx
 import numpy as np
 from mxnet.base import _LIB, check_call
 
-from dynalloc.errors import DynallocError
+from dynalloc.errors import DynallocError, SharedError
 from dynalloc.exchange import GradientExchange
 from dynalloc.partition import GlobalBatchSampler
 from dynalloc.policies import make_policy
@@ -113,6 +113,8 @@ class DynamicBatch:
         self.global_batch = global_batch
         self.iteration = 0
         self.rows = []
+        self.stop_requested = False  # set it on any rank: all agree in the next finish()
+        self.stopping = False
 
     def average_state(self):
         """Average the parameters that no gradient updates (BatchNorm running statistics, which
@@ -125,26 +127,28 @@ class DynamicBatch:
     def shares(self):
         return self.policy.shares
 
-    def epoch(self, epoch):
-        """The steps of one epoch; each must be finished before the next is taken."""
+    def epoch(self, epoch, start=0):
+        """The steps of one epoch from its global batch `start` (a resumed run starts mid-epoch);
+        each must be finished before the next is taken."""
         permutation = self.sampler.permutation(epoch)
         last = self.sampler.batches_per_epoch - 1
-        for k in range(last + 1):
+        for k in range(start, last + 1):
             shares = self.sampler.shares_for(k, self.policy.shares)
             indices = self.sampler.rank_indices(epoch, k, shares, self.rank, permutation)
             next_epoch = epoch + 1 if k == last else epoch
-            yield Step(self, epoch, shares, indices, next_epoch)
+            yield Step(self, epoch, k, shares, indices, next_epoch)
 
     def _finish(self, step, loss):
         weight = 1.0 / float(np.sum(step.shares))  # Gluon's backward gives the sum over samples
         sync_s = self.exchange.allreduce(weight)
         self.trainer.step(1)
         mx.nd.waitall()
-        gathered = self.exchange.allgather([step.compute_s, loss])
+        gathered = self.exchange.allgather([step.compute_s, loss, float(self.stop_requested)])
         compute, losses = gathered[:, 0], gathered[:, 1]
+        self.stopping = bool(gathered[:, 2].any())
         batch_loss = float(np.dot(losses, step.shares) / np.sum(step.shares))
         if not np.isfinite(batch_loss):
-            raise DynallocError(
+            raise SharedError(
                 f"the loss became {batch_loss} at iteration {self.iteration} "
                 f"(epoch {step.epoch}); lower the learning rate"
             )
@@ -171,8 +175,8 @@ class DynamicBatch:
 class Step:
     """One iteration of one rank: its sample indices, the compute timer and the finish."""
 
-    def __init__(self, owner, epoch, shares, indices, next_epoch):
-        self.owner, self.epoch, self.shares = owner, epoch, shares
+    def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
+        self.owner, self.epoch, self.batch, self.shares = owner, epoch, batch, shares
         self.indices, self.next_epoch = indices, next_epoch
         self.iteration = owner.iteration
         self.compute_s = float("nan")

@@ -8,6 +8,9 @@ a rank that already gave up.
 
 import logging
 import os
+import random
+import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -15,9 +18,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from dynalloc import checkpoint
 from dynalloc.config import load_config, planned_epochs, resolve, total_iterations
 from dynalloc.dataset import load_staged
-from dynalloc.errors import DynallocError
+from dynalloc.errors import DynallocError, SharedError
+from dynalloc.faults import EXIT_STOPPED, PeerWatch, Stopped, StopRequest, abort, identity
 from dynalloc.fsutil import atomic_write
 from dynalloc.partition import GlobalBatchSampler
 from dynalloc.scenario import Scenario
@@ -52,8 +57,32 @@ def run(args):
     total = total_iterations(config, sampler.batches_per_epoch)
     parts = agree(comm, lambda: build(config, data, total))
     out = Path(args.out)
-    agree(comm, lambda: make_run_dir(out, config) if rank == 0 else None)
-    return Run(comm, config, data, sampler, total, parts, out, core).train()
+    opened = agree(comm, lambda: open_run_dir(out, config) if rank == 0 else None)
+    resume, notes = comm.bcast(opened, root=0) or (None, [])
+    identities = comm.allgather(identity())
+    with StopRequest() as stop, PeerWatch(rank, identities) as watch:
+        runner = None
+        try:
+            runner = Run(comm, config, data, sampler, total, parts, out, core, resume, notes)
+            runner.open_books(identities)
+            runner.train(stop)
+        except Stopped as stopped:
+            watch.disarm()
+            comm.Barrier()
+            if rank == 0:
+                log.info("%s", stopped)
+                sys.stderr.write(f"dynalloc train: {stopped}\n")
+            return EXIT_STOPPED
+        except SharedError:
+            watch.disarm()
+            comm.Barrier()
+            raise
+        except BaseException as error:  # noqa: BLE001 - any failure must end every rank
+            abort(comm, rank, error, log if runner and runner.books else None)
+        watch.disarm()  # peers that exit after the barrier are done, not lost
+        comm.Barrier()
+        runner.finish()
+    return 0
 
 
 def agree(comm, setup):
@@ -99,37 +128,62 @@ def build(config, data, total):
     return net, trainer
 
 
-def make_run_dir(out, config):
+def open_run_dir(out, config):
+    """Create the run directory, or find the checkpoint to resume it from.
+
+    Returns (resume, notes): the newest usable checkpoint's payload (None for a fresh start) and
+    what rank 0 should log about the choice. A checkpoint of the same run that already finished
+    is resumed too (it only rewrites the final files); one of a finished run with another config
+    is set aside (the pipeline reruns a run whose config changed), and an unfinished one of
+    another run is refused, naming the key that differs.
+    """
+    notes = []
     try:
         out.mkdir(parents=True, exist_ok=True)
+        found = checkpoint.newest_valid(out, notes.append)
+        if found and found[1]["complete"] and found[1]["config"] != config:
+            notes.append(f"{out} holds a finished run of another config: starting afresh")
+            checkpoint.remove_all(out)
+            found = None
+        if found:
+            checkpoint.check_resumable(found[0], found[1]["config"], config)
+            notes.append(f"resuming from {found[0]} (iteration {found[1]['iteration']})")
+        if found and (out / "train.log").exists():  # a finished run's log goes on growing
+            os.replace(out / "train.log", out / "train.log.partial")
         for stale in RUN_FILES:  # a previous run's results must not pass for this one's
             (out / stale).unlink(missing_ok=True)
+        if not found:
+            (out / "train.log.partial").unlink(missing_ok=True)
         with atomic_write(out / "config.yaml") as handle:
             yaml.safe_dump(config, handle, sort_keys=False)
     except OSError as error:
         raise DynallocError(f"cannot create run directory {out}: {error.strerror}") from None
+    return (found[1] if found else None), notes
 
 
 class Run:
-    """The training loop of one rank, with rank 0 keeping the books."""
+    """The training loop of one rank, with rank 0 keeping the books and the checkpoints."""
 
-    def __init__(self, comm, config, data, sampler, total, parts, out, core):
+    def __init__(self, comm, config, data, sampler, total, parts, out, core, resume, notes):
         from mxnet import gluon
 
         from dynalloc.gluon import DynamicBatch
 
         self.comm, self.config, self.data, self.out = comm, config, data, out
         self.rank, self.ranks = comm.Get_rank(), comm.Get_size()
-        self.net, trainer = parts
-        self.total = total
+        self.net, self.trainer = parts
+        self.total, self.batches = total, sampler.batches_per_epoch
         self.epochs = planned_epochs(config, sampler.batches_per_epoch)
         self.scenario = Scenario(
             self.ranks, config["scenario"].get("slowdown"), config["scenario"].get("changes") or ()
         )
+        self.resume, self.notes = resume, list(notes)
+        if resume:
+            self.restore_model(resume)
         policy = dict(config["policy"])
         self.dyn = DynamicBatch(
             self.net.collect_params(),
-            trainer,
+            self.trainer,
             len(data.train_y),
             config["global_batch"],
             policy.pop("name"),
@@ -140,64 +194,186 @@ class Run:
             lambda it: self.scenario.factor(self.rank, it),
             policy,
         )
+        if resume:
+            self.restore_progress(resume)
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        self.books = None
         self.burners = None
         if core is not None and any(c.mode == "contention" for c in self.scenario.changes):
             from dynalloc.contention import Burners
 
             self.burners = Burners(core)
 
-    def train(self):
-        books = None
+    def open_books(self, identities):
         if self.rank == 0:
-            books = Books(self.out, self.config, self.scenario, self.total, self.epochs)
+            saved = self.resume["books"] if self.resume else None
+            self.books = Books(self.out, self.config, self.scenario, self.total, self.epochs, saved)
+            hosts = ", ".join(f"{r}={pid}@{host}" for r, (host, pid) in enumerate(identities))
+            log.info("rank pids: %s", hosts)  # to match a launcher's "PID ... killed" to a rank
+            for note in self.notes:
+                log.warning("%s", note)
+                sys.stderr.write(f"dynalloc train: {note}\n")
+
+    def train(self, stop):
+        """Train from the cursor to the end; raises Stopped after a checkpoint when a signal
+        asked every rank to stop."""
+        first, batch, progress = 0, 0, ([], [], 0.0)
+        if self.resume:
+            first, batch = self.resume["epoch"], self.resume["batch"]
+            progress = self.resume["epoch_progress"]
+        every = self.config["checkpoint"]["every"]
         try:
-            for epoch in range(self.epochs):
+            for epoch in range(first, self.epochs):
+                losses, sizes, elapsed = progress
+                losses, sizes = list(losses), list(sizes)
                 began = time.perf_counter()
-                losses, sizes = self.train_epoch(epoch, books)
-                elapsed = time.perf_counter() - began
-                self.dyn.average_state()
-                test_loss, test_accuracy = self.evaluate()
-                rows = self.dyn.exchange.gather_objects(self.dyn.rows)
-                self.dyn.rows = []
-                if books:
-                    books.epoch_done(
-                        epoch,
-                        elapsed,
-                        float(np.dot(losses, sizes) / sum(sizes)),
-                        test_loss,
-                        test_accuracy,
-                        rows,
-                    )
+                for step in self.dyn.epoch(epoch, batch):
+                    if step.iteration >= self.total:
+                        break
+                    self.dyn.stop_requested = stop.requested
+                    losses.append(self.iterate(step))
+                    sizes.append(int(np.sum(step.shares)))
+                    done = self.dyn.iteration
+                    last = step.batch == self.batches - 1 or done >= self.total
+                    if self.dyn.stopping or (every and done % every == 0 and not last):
+                        spent = elapsed + time.perf_counter() - began
+                        path = self.checkpoint(epoch, step.batch + 1, (losses, sizes, spent))
+                        if self.dyn.stopping:
+                            raise Stopped(stop.signal_name or "another rank's signal", done, path)
+                        began, elapsed = time.perf_counter(), spent
+                batch, progress = 0, ([], [], 0.0)
+                self.end_epoch(epoch, losses, sizes, elapsed + time.perf_counter() - began)
         finally:
             if self.burners:
                 self.burners.stop()
-        if books:
-            books.finish(self.net, self.dyn.policy.name)
-        return 0
 
-    def train_epoch(self, epoch, books):
+    def iterate(self, step):
         import mxnet as mx
         from mxnet import autograd
 
-        losses, sizes = [], []
-        for step in self.dyn.epoch(epoch):
-            if step.iteration >= self.total:
-                break
-            if self.burners:
-                self.burners.set(self.scenario.burners(self.rank, step.iteration))
-            rows = np.sort(step.indices)  # sequential reads of the memory-mapped file
-            x = mx.nd.array(self.data.train_x[rows])
-            y = mx.nd.array(self.data.train_y[rows])
-            with step.compute():
-                with autograd.record():
-                    loss = self.loss_fn(self.net(x), y)
-                loss.backward()
-            losses.append(step.finish(loss))
-            sizes.append(int(np.sum(step.shares)))
-            if books:
-                books.progress.update(step.iteration, epoch, sizes[-1], self.dyn.shares, losses[-1])
-        return np.array(losses), sizes
+        if self.burners:
+            self.burners.set(self.scenario.burners(self.rank, step.iteration))
+        rows = np.sort(step.indices)  # sequential reads of the memory-mapped file
+        x = mx.nd.array(self.data.train_x[rows])
+        y = mx.nd.array(self.data.train_y[rows])
+        with step.compute():
+            with autograd.record():
+                loss = self.loss_fn(self.net(x), y)
+            loss.backward()
+        loss = step.finish(loss)
+        if self.books:
+            self.books.progress.update(
+                step.iteration, step.epoch, int(np.sum(step.shares)), self.dyn.shares, loss
+            )
+        return loss
+
+    def end_epoch(self, epoch, losses, sizes, elapsed):
+        self.dyn.average_state()
+        test_loss, test_accuracy = self.evaluate()
+        self.collect_rows()
+        if self.books:
+            train_loss = float(np.dot(losses, sizes) / sum(sizes))
+            self.books.epoch_done(epoch, elapsed, train_loss, test_loss, test_accuracy)
+        self.checkpoint(epoch + 1, 0, ([], [], 0.0))
+
+    def collect_rows(self):
+        rows = self.dyn.exchange.gather_objects(self.dyn.rows)
+        self.dyn.rows = []
+        if self.books:
+            self.books.add_rows(rows)
+
+    def checkpoint(self, epoch, batch, progress):
+        """Every rank hands rank 0 its share of the state; rank 0 writes the file. Returns its
+        path on every rank, or raises there if rank 0 could not write it."""
+        import mxnet as mx
+
+        began = time.perf_counter()
+        self.collect_rows()
+        mx.nd.waitall()
+        fixed = self.comm.gather([t.copy() for t in self.dyn.state.tensors], root=0)
+        path = error = None
+        if self.rank == 0:
+            try:
+                path = checkpoint.write(
+                    self.out,
+                    self.dyn.iteration,
+                    self.payload(epoch, batch, progress, fixed),
+                    self.config["checkpoint"]["keep"],
+                )
+                self.books.checkpoint_written(path, time.perf_counter() - began)
+            except DynallocError as failure:
+                error = failure
+        path = self.comm.bcast(str(path) if path else None, root=0)
+        if error is not None:
+            raise error
+        if path is None:  # rank 0 failed and is aborting the job; wait for it
+            self.comm.Barrier()
+        self.reseed()
+        return path
+
+    def payload(self, epoch, batch, progress, fixed):
+        with tempfile.TemporaryDirectory() as folder:
+            states = Path(folder) / "trainer.states"
+            self.trainer.save_states(str(states))
+            trainer_states = states.read_bytes()
+        losses, sizes, elapsed = progress
+        return {
+            "config": self.config,
+            "iteration": self.dyn.iteration,
+            "epoch": epoch,
+            "batch": batch,
+            "complete": self.dyn.iteration >= self.total and batch == 0,
+            "epoch_progress": (list(map(float, losses)), list(sizes), float(elapsed)),
+            "params": {name: p.data().asnumpy() for name, p in self.net.collect_params().items()},
+            "fixed_state": fixed,
+            "trainer": trainer_states,
+            "policy": self.dyn.policy,
+            "random": {"numpy": np.random.get_state(), "python": random.getstate()},
+            "books": self.books.state(),
+        }
+
+    def restore_model(self, saved):
+        """Parameters, BatchNorm statistics and optimizer state of the checkpoint; run before
+        DynamicBatch broadcasts rank 0's parameters."""
+        import mxnet as mx
+
+        params = self.net.collect_params()
+        if sorted(params.keys()) != sorted(saved["params"]):
+            raise DynallocError("the checkpoint's parameters do not match the model's names")
+        for name, p in params.items():
+            p.set_data(mx.nd.array(saved["params"][name]))
+        with tempfile.TemporaryDirectory() as folder:
+            states = Path(folder) / "trainer.states"
+            states.write_bytes(saved["trainer"])
+            self.trainer.load_states(str(states))
+        np.random.set_state(saved["random"]["numpy"])
+        random.setstate(saved["random"]["python"])
+
+    def restore_progress(self, saved):
+        """The data cursor, the policy (when it is the same policy on as many ranks) and each
+        rank's non-trainable state (averaged when the number of ranks changed)."""
+        self.dyn.iteration = saved["iteration"]
+        fixed = saved["fixed_state"]
+        mine = fixed[self.rank] if len(fixed) == self.ranks else None
+        for i, tensor in enumerate(self.dyn.state.tensors):
+            tensor[:] = mine[i] if mine else np.mean([f[i] for f in fixed], axis=0)
+        old, new = saved["config"], self.config
+        if all(old[k] == new[k] for k in ("policy", "ranks", "min_share", "max_share")):
+            self.dyn.policy = saved["policy"]
+        else:
+            self.notes.append("policy or ranks changed since the checkpoint: shares start afresh")
+        self.reseed()
+
+    def reseed(self):
+        """MXNet's random state cannot be saved: make it a function of the iteration at every
+        checkpoint, so a resumed run draws what the uninterrupted one drew."""
+        import mxnet as mx
+
+        mx.random.seed(self.config["seed"] * 1_000_003 + self.dyn.iteration)
+
+    def finish(self):
+        if self.books:
+            self.books.finish(self.net, self.dyn.policy.name)
 
     def evaluate(self):
         """Test loss and accuracy, the test set split evenly over the ranks."""
@@ -218,16 +394,31 @@ class Run:
 
 
 class Books:
-    """Rank 0's run directory: logs growing under temporary names, final files renamed in."""
+    """Rank 0's run directory: logs growing under temporary names, final files renamed in.
+    `saved` (a checkpoint's `state()`) continues the books of an interrupted run: its rows are
+    rewritten, so every iteration appears exactly once."""
 
-    def __init__(self, out, config, scenario, total, epochs):
+    def __init__(self, out, config, scenario, total, epochs, saved=None):
         from dynalloc.gluon import ROW_FIELDS
 
         self.out, self.config, self.scenario, self.total = out, config, scenario, total
+        saved = saved or {
+            "rows": [],
+            "epochs": [],
+            "samples": 0,
+            "wall_s": 0.0,
+            "checkpoint_s": 0.0,
+            "time_to_target": None,
+        }
+        self.rows, self.epoch_rows = list(saved["rows"]), list(saved["epochs"])
+        self.samples, self.wall_s = saved["samples"], saved["wall_s"]
+        self.checkpoint_s, self.time_to_target = saved["checkpoint_s"], saved["time_to_target"]
         self.iterations = GrowingCSV(out / "iterations.csv", ROW_FIELDS)
+        self.iterations.write(self.rows)
         self.epochs = GrowingCSV(out / "epochs.csv", EPOCH_FIELDS)
+        self.epochs.write(self.epoch_rows)
         self.log_path = out / "train.log"
-        self.handler = logging.FileHandler(out / "train.log.partial", mode="w")
+        self.handler = logging.FileHandler(out / "train.log.partial", mode="a")
         self.handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
         logging.getLogger().addHandler(self.handler)
         logging.getLogger().setLevel(logging.INFO)
@@ -243,14 +434,18 @@ class Books:
             total,
         )
         self.progress = Progress(total, epochs)
-        self.wall_s = 0.0
-        self.samples = 0
-        self.rows = []
-        self.time_to_target = None
-        self.final = (float("nan"), float("nan"))
 
-    def epoch_done(self, epoch, elapsed, train_loss, test_loss, test_accuracy, rank_rows):
-        self.wall_s += elapsed
+    def state(self):
+        return {
+            "rows": self.rows,
+            "epochs": self.epoch_rows,
+            "samples": self.samples,
+            "wall_s": self.wall_s,
+            "checkpoint_s": self.checkpoint_s,
+            "time_to_target": self.time_to_target,
+        }
+
+    def add_rows(self, rank_rows):
         rows = sorted((row for rows in rank_rows for row in rows), key=lambda r: (r[0], r[2]))
         # DynamicBatch logs the sleep it applied; the file records the whole emulated slowdown,
         # CPU contention included.
@@ -258,8 +453,12 @@ class Books:
         self.rows.extend(rows)
         self.samples += sum(row[3] for row in rows)
         self.iterations.write(rows)
-        self.epochs.write([(epoch, self.wall_s, train_loss, test_loss, test_accuracy)])
-        self.final = (test_loss, test_accuracy)
+
+    def epoch_done(self, epoch, elapsed, train_loss, test_loss, test_accuracy):
+        self.wall_s += elapsed
+        row = (epoch, self.wall_s, train_loss, test_loss, test_accuracy)
+        self.epoch_rows.append(row)
+        self.epochs.write([row])
         target = self.config["target_accuracy"]
         if target is not None and self.time_to_target is None and test_accuracy >= target:
             self.time_to_target = self.wall_s
@@ -272,12 +471,20 @@ class Books:
             test_accuracy,
         )
 
+    def checkpoint_written(self, path, seconds):
+        self.checkpoint_s += seconds
+        log.info("checkpoint %s written in %.3f s", path.name, seconds)
+
     def finish(self, net, policy):
         self.progress.close()
         tmp = self.out / ".model.params.tmp"
-        net.save_parameters(str(tmp))
-        os.replace(tmp, self.out / "model.params")
+        try:
+            net.save_parameters(str(tmp))
+            os.replace(tmp, self.out / "model.params")
+        except OSError as error:
+            raise DynallocError(f"cannot write {self.out / 'model.params'}: {error}") from None
         fractions = wait_fractions(self.rows, self.config["ranks"])
+        final = self.epoch_rows[-1] if self.epoch_rows else (None, 0.0, *[float("nan")] * 3)
         metrics = {
             "policy": policy,
             "ranks": self.config["ranks"],
@@ -289,17 +496,18 @@ class Books:
             "samples_per_s": self.samples / self.wall_s if self.wall_s > 0 else 0.0,
             "mean_wait_fraction": float(np.mean(fractions)),
             "wait_fraction_per_rank": fractions,
-            "final_test_loss": self.final[0],
-            "final_test_accuracy": self.final[1],
+            "final_test_loss": final[3],
+            "final_test_accuracy": final[4],
             "target_accuracy": self.config["target_accuracy"],
             "time_to_target_s": self.time_to_target,
+            "checkpoint_s": self.checkpoint_s,
         }
         write_json(self.out / "metrics.json", metrics)
         log.info(
             "done: %.1f samples/s, mean wait fraction %.3f, test accuracy %.4f",
             metrics["samples_per_s"],
             metrics["mean_wait_fraction"],
-            self.final[1],
+            final[4],
         )
         self.iterations.close()
         self.epochs.close()
