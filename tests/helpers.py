@@ -30,6 +30,17 @@ def mpi_python(ranks, script, *args, timeout=120):
 
 def snakemake(*args, results=None, configfile=TINY, override=None, timeout=600):
     """Snakemake from the repository root; `override` (a dict) is merged over `configfile`."""
+    return subprocess.run(
+        snakemake_command(*args, results=results, configfile=configfile, override=override),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENV,
+    )
+
+
+def snakemake_command(*args, results=None, configfile=TINY, override=None):
     command = [str(SNAKEMAKE), "--cores", "2"]
     if configfile is not None:
         command += ["--configfile", str(configfile)]
@@ -39,14 +50,7 @@ def snakemake(*args, results=None, configfile=TINY, override=None, timeout=600):
             command.append(str(extra))
     if results is not None:
         command += ["--config", f"results={results}"]  # a top-level --config override
-    return subprocess.run(
-        [*command, *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=ENV,
-    )
+    return [*command, *map(str, args)]
 
 
 def parameters(run_dir):

@@ -1,0 +1,57 @@
+"""A pipeline whose training job is killed mid-run finishes on the rerun, from its checkpoint."""
+
+import csv
+import os
+import signal
+import subprocess
+
+import pytest
+from dynalloc import checkpoint
+from helpers import ENV, ROOT, SNAKEMAKE, snakemake, snakemake_command, wait_for
+
+pytestmark = [
+    pytest.mark.mpi,
+    pytest.mark.skipif(not SNAKEMAKE.exists(), reason="make setup builds .venv-workflow"),
+]
+
+ITERATIONS = 80
+OVERRIDE = {
+    "grid": {"policy": ["adaptive"]},
+    "scenarios": {"slowdown-1-3": {"slowdown": {1: 8}}},  # long enough to be killed mid-run
+    "training": {"iterations": ITERATIONS, "checkpoint": {"every": 5, "keep": 2}},
+}
+
+
+def test_killed_pipeline_reruns_to_completion_from_the_checkpoint(tmp_path):
+    results = tmp_path / "results"
+    train_dir = results / "runs" / "digits-mlp-adaptive-slowdown-1-3-r2-s0" / "train"
+    job = subprocess.Popen(
+        snakemake_command(results=results, override=OVERRIDE),
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(
+            lambda: (
+                any(int(p.stem.split("-")[1]) >= 20 for p in checkpoint.existing(train_dir))
+                or job.poll() is not None
+            ),
+            timeout=300,
+            what="a checkpoint of the training job",
+        )
+    finally:  # the whole session at once, as when a node or a login shell dies
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    assert not (train_dir / "metrics.json").exists(), "the run finished before the kill"
+    assert snakemake("--unlock", results=results, override=OVERRIDE).returncode == 0
+    rerun = snakemake("--rerun-incomplete", results=results, override=OVERRIDE)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    log = (train_dir / "train.log").read_text()
+    assert "resuming from" in log, log
+    with open(train_dir / "iterations.csv", newline="") as handle:
+        keys = [(int(r["iteration"]), int(r["rank"])) for r in csv.DictReader(handle)]
+    assert sorted(keys) == [(i, r) for i in range(ITERATIONS) for r in range(2)]
+    assert (results / "summary.csv").exists() and (results / "speedup.csv").exists()
