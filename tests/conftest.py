@@ -1,7 +1,7 @@
-"""Shared fixtures: small staged datasets, made once per session."""
+"""Shared fixtures, made once per session: small staged datasets, the tiny pipeline run locally."""
 
 import pytest
-from helpers import dynalloc
+from helpers import dynalloc, snakemake
 
 
 @pytest.fixture(scope="session")
@@ -11,3 +11,12 @@ def digits(tmp_path_factory):
     result = dynalloc("stage", "--source", "digits", "--out", out)
     assert result.returncode == 0, result.stderr
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_pipeline(tmp_path_factory):
+    """The results directory of tests/workflow/tiny.yaml run locally (the default profile)."""
+    results = tmp_path_factory.mktemp("pipeline") / "results"
+    run = snakemake(results=results)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return results

@@ -3,14 +3,11 @@
 import csv
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
+from helpers import ROOT, SNAKEMAKE, TINY, snakemake
 
-ROOT = Path(__file__).parents[2]
-SNAKEMAKE = ROOT / ".venv-workflow" / "bin" / "snakemake"
-TINY = Path(__file__).with_name("tiny.yaml")
 RUNS = ["digits-mlp-adaptive-slowdown-1-3-r2-s0", "digits-mlp-static-slowdown-1-3-r2-s0"]
 PLOTS = ["shares", "timing", "convergence", "throughput"]
 
@@ -18,22 +15,6 @@ pytestmark = [
     pytest.mark.mpi,
     pytest.mark.skipif(not SNAKEMAKE.exists(), reason="make setup builds .venv-workflow"),
 ]
-
-
-def snakemake(*args, results=None, configfile=TINY, override=None, timeout=600):
-    """Snakemake from the repository root; `override` (a dict) is merged over `configfile`."""
-    command = [str(SNAKEMAKE), "--cores", "2"]
-    if configfile is not None:
-        command += ["--configfile", str(configfile)]
-        if override is not None:
-            extra = Path(results).parent / "override.yaml"
-            extra.write_text(yaml.safe_dump(override))
-            command.append(str(extra))
-    if results is not None:
-        command += ["--config", f"results={results}"]  # a top-level --config override
-    return subprocess.run(
-        [*command, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def planned_jobs(output):
@@ -51,13 +32,10 @@ def planned_jobs(output):
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    results = tmp_path_factory.mktemp("pipeline") / "results"
-    run = snakemake(results=results)
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = snakemake("--report", results / "report.html", results=results)
+def finished(tiny_pipeline):
+    report = snakemake("--report", tiny_pipeline / "report.html", results=tiny_pipeline)
     assert report.returncode == 0, report.stderr[-3000:]
-    return results
+    return tiny_pipeline
 
 
 def test_lint_and_format_are_clean():
