@@ -30,6 +30,17 @@ def mpi_python(ranks, script, *args, timeout=120):
 
 def snakemake(*args, results=None, configfile=TINY, override=None, timeout=600):
     """Snakemake from the repository root; `override` (a dict) is merged over `configfile`."""
+    return subprocess.run(
+        snakemake_command(*args, results=results, configfile=configfile, override=override),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENV,
+    )
+
+
+def snakemake_command(*args, results=None, configfile=TINY, override=None):
     command = [str(SNAKEMAKE), "--cores", "2"]
     if configfile is not None:
         command += ["--configfile", str(configfile)]
@@ -39,14 +50,7 @@ def snakemake(*args, results=None, configfile=TINY, override=None, timeout=600):
             command.append(str(extra))
     if results is not None:
         command += ["--config", f"results={results}"]  # a top-level --config override
-    return subprocess.run(
-        [*command, *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=ENV,
-    )
+    return [*command, *map(str, args)]
 
 
 def parameters(run_dir):
@@ -55,3 +59,41 @@ def parameters(run_dir):
 
     return {k: v.asnumpy() for k, v in mx.nd.load(str(run_dir / "model.params")).items()}
 
+
+def start_dynalloc(*args, ranks, python_script=None, env=None, launcher_options=()):
+    """`dynalloc` (or a Python script taking the same arguments) on `ranks` MPI ranks in the
+    background, in its own process group; `env` adds environment variables."""
+    program = [sys.executable, str(python_script)] if python_script else [str(BIN / "dynalloc")]
+    launcher = [str(BIN / "mpiexec"), *launcher_options, "-n", str(ranks)]
+    command = [*launcher, *program, *map(str, args)]
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**ENV, **(env or {})},
+        start_new_session=True,
+    )
+
+
+def wait_for(condition, timeout=120, what="a condition"):
+    """Poll `condition()` every 10 ms until it is true; fail the test after `timeout` s."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
+
+
+def rank_pids(run_dir):
+    """{rank: pid} from the `rank pids:` line that rank 0 logs when the run starts."""
+    for name in ("train.log.partial", "train.log"):
+        path = Path(run_dir) / name
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if "rank pids:" in line:
+                    pairs = line.split("rank pids:")[1].split(",")
+                    return {int(r): int(p.split("@")[0]) for r, p in (x.split("=") for x in pairs)}
+    return {}
