@@ -90,11 +90,13 @@ def resolve(raw, ranks):
         raise DynallocError(f"global_batch: {error}") from None
 
     scenario = _mapping(config, "scenario")
-    unknown = sorted(set(scenario) - {"slowdown", "changes"})
+    unknown = sorted(set(scenario) - {"slowdown", "changes", "jitter"})
     if unknown:
-        raise DynallocError(f"unknown key 'scenario.{unknown[0]}'; known: slowdown, changes")
+        raise DynallocError(
+            f"unknown key 'scenario.{unknown[0]}'; known: slowdown, changes, jitter"
+        )
     try:
-        built = Scenario(ranks, scenario.get("slowdown"), scenario.get("changes") or ())
+        built = Scenario(ranks, **scenario)
     except ValueError as error:
         raise DynallocError(str(error)) from None
 

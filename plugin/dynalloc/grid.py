@@ -87,7 +87,8 @@ def scenario_config(name, spec, ranks):
                 f"scenarios.{name}.changes[{i}].rank {change.get('rank')!r} "
                 f"names no rank of a {ranks}-rank run"
             )
-    return {"slowdown": factors, "changes": changes}
+    jitter = {"jitter": spec["jitter"]} if "jitter" in spec else {}
+    return {"slowdown": factors, "changes": changes, **jitter}
 
 
 def stage_arguments(spec):

@@ -5,9 +5,14 @@ This machine's ranks are identical; users' clusters are not. A `sleep` factor f 
 A `contention` span runs real CPU-burning processes on the rank's core: the case of a co-located
 job. On a real cluster the scenario is simply absent.
 
+A `jitter` j draws every rank's factor anew each iteration, uniformly from [1, 1 + 2j] times its
+other factors (compute jittered by ±j around 1 + j times its time): the noisy cluster. The draw
+depends only on (rank, iteration), so every rank and every rerun sees the same noise.
+
 Config form (plain dict)::
 
     slowdown: [1, 3]                      # static factors, one per rank
+    jitter: 0.3                           # optional per-iteration noise
     changes:                              # spans [start, end) of iterations; end null = forever
       - {rank: 1, factor: 3, start: 200, end: 400}
       - {rank: 0, mode: contention, processes: 1, start: 100, end: 300}
@@ -15,6 +20,8 @@ Config form (plain dict)::
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 MODES = ("sleep", "contention")
 
@@ -35,8 +42,11 @@ class Change:
 class Scenario:
     """What each rank suffers at each iteration; pure, so every rank and test agrees."""
 
-    def __init__(self, ranks, slowdown=None, changes=()):
+    def __init__(self, ranks, slowdown=None, changes=(), jitter=0.0):
         self.ranks = ranks
+        if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter < 1:
+            raise ValueError(f"scenario.jitter must be a number in [0, 1), got {jitter!r}")
+        self.jitter = float(jitter)
         slowdown = [1.0] * ranks if slowdown is None else slowdown
         if not isinstance(slowdown, list | tuple) or not all(map(_factor, slowdown)):
             raise ValueError(
@@ -45,7 +55,7 @@ class Scenario:
         if len(slowdown) != ranks:
             raise ValueError(f"scenario.slowdown has {len(slowdown)} factors for {ranks} ranks")
         self.slowdown = [float(f) for f in slowdown]
-        self.changes = [self._change(i, spec) for i, spec in enumerate(changes)]
+        self.changes = [self._change(i, spec) for i, spec in enumerate(changes or ())]
 
     def _change(self, i, spec):
         where = f"scenario.changes[{i}]"
@@ -83,8 +93,12 @@ class Scenario:
         return change
 
     def factor(self, rank, iteration):
-        """Sleep factor of `rank` at `iteration`: static factor times active sleep changes."""
+        """Sleep factor of `rank` at `iteration`: static factor times active sleep changes
+        times this iteration's jitter."""
         f = self.slowdown[rank]
+        if self.jitter:
+            draw = np.random.default_rng([rank, iteration]).uniform(-1.0, 1.0)
+            f *= 1.0 + self.jitter * (1.0 + draw)
         for change in self.changes:
             if change.mode == "sleep" and change.rank == rank and change.active(iteration):
                 f *= change.factor

@@ -26,7 +26,14 @@ from dynalloc.faults import EXIT_STOPPED, PeerWatch, Stopped, StopRequest, abort
 from dynalloc.fsutil import atomic_write
 from dynalloc.partition import GlobalBatchSampler
 from dynalloc.scenario import Scenario
-from dynalloc.telemetry import EPOCH_FIELDS, GrowingCSV, Progress, wait_fractions, write_json
+from dynalloc.telemetry import (
+    EPOCH_FIELDS,
+    ROW_FIELDS,
+    GrowingCSV,
+    Progress,
+    wait_fractions,
+    write_json,
+)
 
 EVAL_CHUNK = 1024
 RUN_FILES = ("metrics.json", "iterations.csv", "epochs.csv", "model.params", "train.log")
@@ -97,8 +104,10 @@ def agree(comm, setup):
     return result
 
 
-def prepare(args, rank, ranks):
-    config = resolve(load_config(args.config), ranks)
+def prepare(args, rank, ranks, policy=None):
+    """Config, dataset and sampler; `policy` (a mapping) replaces the config's policy."""
+    raw = load_config(args.config)
+    config = resolve(raw if policy is None else {**raw, "policy": policy}, ranks)
     # Rank 0 reads every byte (sha256, NaN); the others check the manifest, shapes and counts.
     data = load_staged(config["dataset"], verify=rank == 0)
     try:
@@ -115,8 +124,9 @@ def prepare(args, rank, ranks):
     return config, data, sampler
 
 
-def build(config, data, total):
-    """Model, optimizer and trainer: validated here, before the run directory exists."""
+def build(config, data, total, **trainer_options):
+    """Model, optimizer and trainer: validated here, before the run directory exists.
+    `trainer_options` go to gluon.Trainer (the baseline's kvstore); by default none."""
     from mxnet import gluon
 
     from dynalloc.models import build_model
@@ -124,7 +134,8 @@ def build(config, data, total):
 
     optimizer = build_optimizer(config["optimizer"], total)
     net = build_model(config["model"], data.classes, tuple(data.input_shape), config["seed"])
-    trainer = gluon.Trainer(net.collect_params(), optimizer, kvstore=None)
+    options = {"kvstore": None, **trainer_options}
+    trainer = gluon.Trainer(net.collect_params(), optimizer, **options)
     return net, trainer
 
 
@@ -174,9 +185,7 @@ class Run:
         self.net, self.trainer = parts
         self.total, self.batches = total, sampler.batches_per_epoch
         self.epochs = planned_epochs(config, sampler.batches_per_epoch)
-        self.scenario = Scenario(
-            self.ranks, config["scenario"].get("slowdown"), config["scenario"].get("changes") or ()
-        )
+        self.scenario = Scenario(self.ranks, **config["scenario"])
         self.resume, self.notes = resume, list(notes)
         if resume:
             self.restore_model(resume)
@@ -377,30 +386,37 @@ class Run:
 
     def evaluate(self):
         """Test loss and accuracy, the test set split evenly over the ranks."""
-        import mxnet as mx
-
+        sums = eval_sums(self.net, self.loss_fn, self.data, self.rank, self.ranks)
+        loss_sum, correct = self.dyn.exchange.allsum(sums)
         n = len(self.data.test_y)
-        lo, hi = n * self.rank // self.ranks, n * (self.rank + 1) // self.ranks
-        loss_sum = correct = 0.0
-        for start in range(lo, hi, EVAL_CHUNK):
-            stop = min(start + EVAL_CHUNK, hi)
-            x = mx.nd.array(self.data.test_x[start:stop])
-            y = mx.nd.array(self.data.test_y[start:stop])
-            out = self.net(x)
-            loss_sum += float(self.loss_fn(out, y).sum().asscalar())
-            correct += float((out.argmax(axis=1) == y).sum().asscalar())
-        loss_sum, correct = self.dyn.exchange.allsum([loss_sum, correct])
         return loss_sum / n, correct / n
+
+
+def eval_sums(net, loss_fn, data, rank, ranks):
+    """[summed loss, correct predictions] over rank's even slice of the test set; the sums of
+    all ranks give the test loss and accuracy."""
+    import mxnet as mx
+
+    n = len(data.test_y)
+    lo, hi = n * rank // ranks, n * (rank + 1) // ranks
+    loss_sum = correct = 0.0
+    for start in range(lo, hi, EVAL_CHUNK):
+        stop = min(start + EVAL_CHUNK, hi)
+        x = mx.nd.array(data.test_x[start:stop])
+        y = mx.nd.array(data.test_y[start:stop])
+        out = net(x)
+        loss_sum += float(loss_fn(out, y).sum().asscalar())
+        correct += float((out.argmax(axis=1) == y).sum().asscalar())
+    return [loss_sum, correct]
 
 
 class Books:
     """Rank 0's run directory: logs growing under temporary names, final files renamed in.
     `saved` (a checkpoint's `state()`) continues the books of an interrupted run: its rows are
-    rewritten, so every iteration appears exactly once."""
+    rewritten, so every iteration appears exactly once. `stream` takes the progress lines
+    (default stderr)."""
 
-    def __init__(self, out, config, scenario, total, epochs, saved=None):
-        from dynalloc.gluon import ROW_FIELDS
-
+    def __init__(self, out, config, scenario, total, epochs, saved=None, stream=None):
         self.out, self.config, self.scenario, self.total = out, config, scenario, total
         saved = saved or {
             "rows": [],
@@ -433,7 +449,7 @@ class Books:
             config["global_batch"],
             total,
         )
-        self.progress = Progress(total, epochs)
+        self.progress = Progress(total, epochs, stream)
 
     def state(self):
         return {

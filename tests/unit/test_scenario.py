@@ -4,6 +4,7 @@ burners, and a ValueError naming the key for every invalid spec."""
 import math
 import re
 
+import numpy as np
 import pytest
 from dynalloc.scenario import Change, Scenario
 from hypothesis import given, settings
@@ -277,3 +278,20 @@ def test_non_list_slowdown_raises_value_error_naming_the_key(slowdown):
 def test_infinite_factor_raises(slowdown, changes, key):
     with pytest.raises(ValueError, match=re.escape(key)):
         Scenario(2, slowdown, changes)
+
+
+def test_jitter_draws_each_factor_from_its_range_the_same_way_every_time():
+    scenario = Scenario(2, [1, 2], jitter=0.3)
+    factors = np.array([[scenario.factor(r, i) for i in range(2000)] for r in range(2)])
+    assert factors[0].min() >= 1.0 and factors[0].max() <= 1.6
+    assert factors[1].min() >= 2.0 and factors[1].max() <= 3.2
+    assert abs(factors[0].mean() - 1.3) < 0.02 and factors[0].std() > 0.15
+    assert not np.allclose(factors[0], factors[1] / 2)  # each rank draws its own noise
+    again = Scenario(2, [1, 2], jitter=0.3)
+    assert [again.factor(0, i) for i in range(50)] == list(factors[0][:50])
+
+
+@pytest.mark.parametrize("jitter", [-0.1, 1.0, "0.3", True, float("nan")])
+def test_invalid_jitter_is_named(jitter):
+    with pytest.raises(ValueError, match="scenario.jitter"):
+        Scenario(2, jitter=jitter)
