@@ -142,7 +142,7 @@ def _alive(pid):
 def abort(comm, rank, error, log=None):
     """Report `error` as this rank's and end the whole job: a rank that returned instead would
     leave the others in their next collective forever."""
-    message = str(error) if isinstance(error, DynallocError) else _describe(error)
+    message = describe(error)
     if log is not None:
         log.error("rank %d failed: %s\n%s", rank, message, traceback.format_exc())
     sys.stderr.write(f"dynalloc train: error: rank {rank}: {message}\n")
@@ -151,7 +151,10 @@ def abort(comm, rank, error, log=None):
     comm.Abort(EXIT_FAILED)
 
 
-def _describe(error):
+def describe(error):
+    """One line for any failure: our own errors say it all, others get their type and place."""
+    if isinstance(error, DynallocError):
+        return str(error)
     last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
     where = f" ({os.path.basename(last[0].filename)}:{last[0].lineno})" if last else ""
     return f"{type(error).__name__}: {error}{where}"

@@ -29,20 +29,8 @@ from dynalloc.errors import DynallocError, SharedError
 from dynalloc.exchange import GradientExchange
 from dynalloc.partition import GlobalBatchSampler
 from dynalloc.policies import make_policy
-
-ROW_FIELDS = (
-    "iteration",
-    "epoch",
-    "rank",
-    "batch_size",
-    "compute_s",
-    "sync_s",
-    "wait_s",
-    "iteration_s",
-    "loss",
-    "slowdown",
-    "policy",
-)
+from dynalloc.telemetry import ROW_FIELDS  # noqa: F401 - the columns of DynamicBatch.rows
+from dynalloc.timing import ComputeTimer
 
 
 def numpy_view(array):
@@ -186,13 +174,9 @@ class Step:
     @contextlib.contextmanager
     def compute(self):
         """Time the enclosed forward and backward once the engine has really finished them."""
-        began = time.perf_counter()
-        yield self
-        mx.nd.waitall()
-        measured = time.perf_counter() - began
-        if self.slowdown > 1.0:
-            time.sleep((self.slowdown - 1.0) * measured)
-        self.compute_s = time.perf_counter() - began
+        with ComputeTimer(self.slowdown) as timer:
+            yield self
+        self.compute_s = timer.seconds
 
     def finish(self, loss):
         """Exchange gradients, update parameters, agree on the next shares; returns the mean

@@ -17,6 +17,19 @@ import numpy as np
 from dynalloc.errors import DynallocError
 from dynalloc.fsutil import atomic_write
 
+ROW_FIELDS = (
+    "iteration",
+    "epoch",
+    "rank",
+    "batch_size",
+    "compute_s",
+    "sync_s",
+    "wait_s",
+    "iteration_s",
+    "loss",
+    "slowdown",
+    "policy",
+)
 EPOCH_FIELDS = ("epoch", "wall_s", "train_loss", "test_loss", "test_accuracy")
 
 
