@@ -36,6 +36,15 @@ def run_json(wildcards):
     return json.dumps(RUNS[wildcards.run]["config"], sort_keys=True)
 
 
+def launch_command(wildcards, resources):
+    """R MPI ranks through the profile's launcher (`mpi`), or for a `dist_sync` run
+    `dynalloc baseline`, which starts MXNet's parameter server itself."""
+    run = RUNS[wildcards.run]
+    if run["command"] == "baseline":
+        return f"{TRAIN_DYNALLOC} baseline --workers {run['ranks']}"
+    return f"{resources.mpi} -n {run['ranks']} {TRAIN_DYNALLOC} train"
+
+
 def run_ranks(wildcards):
     return RUNS[wildcards.run]["ranks"]
 

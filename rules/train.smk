@@ -15,7 +15,8 @@ rule run_config:
 
 
 # An MPI job of R ranks; the launcher is the `mpi` resource, set by the profile
-# (the training env's mpiexec locally, `srun --mpi=pmi2` on SLURM).
+# (the training env's mpiexec locally, `srun --mpi=pmi2` on SLURM). A `dist_sync` run is
+# MXNet's parameter server on R workers instead (launch_command).
 rule train:
     input:
         config=f"{RESULTS}/runs/{{run}}/run.yaml",
@@ -36,9 +37,8 @@ rule train:
         tasks=run_ranks,
         mpi="mpiexec",
     params:
-        dynalloc=TRAIN_DYNALLOC,
+        launch=launch_command,
         ranks=run_ranks,
         out=lambda w: f"{run_dir(w.run)}/train",
     shell:
-        "{resources.mpi} -n {params.ranks} {params.dynalloc} train"
-        " --config {input.config} --out {params.out} > {log} 2>&1"
+        "{params.launch} --config {input.config} --out {params.out} > {log} 2>&1"

@@ -13,6 +13,7 @@ from dynalloc.policies import POLICIES
 
 AXES = ("dataset", "model", "policy", "scenario", "ranks", "seed")
 STAGE_OPTIONS = ("path", "seed", "test_fraction", "samples", "shape", "classes")
+BASELINES = {"dist_sync": "baseline"}  # policy kind -> the dynalloc subcommand that trains it
 
 
 def run_name(dataset, model, policy, scenario, ranks, seed):
@@ -20,17 +21,32 @@ def run_name(dataset, model, policy, scenario, ranks, seed):
 
 
 def expand_runs(config):
-    """{run name: {"ranks": R, "dataset": name, "config": run config}} for every point of the
-    grid; DynallocError names the bad key."""
-    grid = config["grid"]
+    """{run name: {"ranks": R, "dataset": name, "command": dynalloc subcommand, "config": run
+    config}} for every point of the grid (or of each grid, when `grid` is a list: the union,
+    for experiments that are not one full product); DynallocError names the bad key."""
+    grids = config["grid"] if isinstance(config["grid"], list) else [config["grid"]]
+    runs = {}
+    for i, grid in enumerate(grids):
+        where = f"grid[{i}]" if isinstance(config["grid"], list) else "grid"
+        for name, run in _expand(config, grid, where).items():
+            if name in runs and runs[name] != run:
+                raise DynallocError(
+                    f"two points of the grid are both named {name!r}: rename a "
+                    "dataset, policy or scenario so that names stay unique"
+                )
+            runs[name] = run
+    return runs
+
+
+def _expand(config, grid, where):
     for axis in AXES:
         if not grid.get(axis):
-            raise DynallocError(f"grid.{axis} is empty: the grid expands to no run")
+            raise DynallocError(f"{where}.{axis} is empty: the grid expands to no run")
     for axis, table in (("dataset", "datasets"), ("scenario", "scenarios"), ("policy", "policies")):
         for name in grid[axis]:
             if name not in config[table]:
                 raise DynallocError(
-                    f"grid.{axis} names {name!r}, which {table} does not define "
+                    f"{where}.{axis} names {name!r}, which {table} does not define "
                     f"(defined: {', '.join(config[table]) or 'none'})"
                 )
     results = Path(config["results"])
@@ -44,29 +60,36 @@ def expand_runs(config):
                 f"two points of the grid are both named {name!r}: rename a "
                 "dataset, policy or scenario so that names stay unique"
             )
+        command, policy_spec = policy_config(policy, config["policies"][policy])
         run_config = {
             **config["training"],
             "dataset": str(results / "data" / dataset),
             "model": model,
-            "policy": policy_config(policy, config["policies"][policy]),
+            "policy": policy_spec,
             "scenario": scenario_config(scenario, config["scenarios"][scenario], ranks),
             "seed": seed,
             "labels": {"run": name, "dataset": dataset, "scenario": scenario, "policy": policy},
         }
-        runs[name] = {"ranks": ranks, "dataset": dataset, "config": run_config}
+        runs[name] = {"ranks": ranks, "dataset": dataset, "command": command, "config": run_config}
     return runs
 
 
 def policy_config(name, spec):
-    """A policy entry: its parameters, and `kind` when the entry is a variant of a policy."""
+    """(dynalloc subcommand, run-config policy) of a `policies` entry: its parameters, and
+    `kind` when the entry is a variant of a policy. The kind `dist_sync` is no allocation
+    policy but MXNet's parameter server (`dynalloc baseline`), which splits equally."""
     params = dict(spec or {})
     kind = params.pop("kind", name)
+    if kind in BASELINES:
+        if params:
+            raise DynallocError(f"policies.{name}: {kind} takes no parameters, got {params}")
+        return BASELINES[kind], {"name": "static"}
     if kind not in POLICIES:
         raise DynallocError(
             f"policies.{name}: unknown policy {kind!r}; choose one of "
-            f"{', '.join(POLICIES)} (or set kind:)"
+            f"{', '.join([*POLICIES, *BASELINES])} (or set kind:)"
         )
-    return {"name": kind, **params}
+    return "train", {"name": kind, **params}
 
 
 def scenario_config(name, spec, ranks):

@@ -29,7 +29,7 @@ def test_every_point_is_one_run_with_a_readable_name():
     runs = expand_runs(pipeline())
     assert len(runs) == 8
     run = runs["digits-mlp-wide-slow-r3-s0"]
-    assert run["ranks"] == 3 and run["dataset"] == "digits"
+    assert run["ranks"] == 3 and run["dataset"] == "digits" and run["command"] == "train"
     config = run["config"]
     assert config["policy"] == {"name": "adaptive", "dead_band": 0.05}
     assert config["scenario"] == {"slowdown": [1.0, 3.0, 1.0], "changes": []}
@@ -74,6 +74,29 @@ def test_colliding_names_are_refused():
         ranks=[2],
     )
     with pytest.raises(DynallocError, match="both named 'a-b-mlp-static-flat-r2-s0'"):
+        expand_runs(config)
+
+
+def test_a_list_of_grids_is_their_union():
+    config = pipeline()
+    first = {**config["grid"], "ranks": [2]}
+    config["grid"] = [first, {**first, "policy": ["static"], "scenario": ["slow"], "ranks": [3]}]
+    assert sorted(expand_runs(config)) == sorted(
+        [f"digits-mlp-{p}-{s}-r2-s0" for p in ("static", "wide") for s in ("slow", "flat")]
+        + ["digits-mlp-static-slow-r3-s0"]
+    )
+    config["grid"][1]["seed"] = []
+    with pytest.raises(DynallocError, match=r"grid\[1\]\.seed is empty"):
+        expand_runs(config)
+
+
+def test_dist_sync_runs_the_baseline_command_with_equal_shares():
+    config = pipeline(policies={"static": {}, "ps": {"kind": "dist_sync"}})
+    config["grid"]["policy"] = ["static", "ps"]
+    run = expand_runs(config)["digits-mlp-ps-flat-r2-s0"]
+    assert run["command"] == "baseline" and run["config"]["policy"] == {"name": "static"}
+    config["policies"]["ps"]["lr"] = 1
+    with pytest.raises(DynallocError, match="dist_sync takes no parameters"):
         expand_runs(config)
 
 
