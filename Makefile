@@ -12,13 +12,14 @@ WORKFLOW := $(WORKFLOW_VENV)/bin
 export OMP_NUM_THREADS := 1
 export MXNET_CPU_WORKER_NTHREADS := 1
 
-.PHONY: help setup test run lint bench-core clean
+.PHONY: help setup test run lint bench bench-data bench-core clean
 
 help:
 	@echo "make run         the pipeline on config/config.yaml: stage, train on 2 MPI ranks, report"
 	@echo "make test        unit, MPI and pipeline tests (builds the environments first)"
 	@echo "make setup       build .venv-train and .venv-workflow (only what changed)"
 	@echo "make lint        ruff"
+	@echo "make bench       every policy and MXNet dist_sync on Fashion-MNIST -> BENCHMARKS.md"
 	@echo "make bench-core  the core figures: adaptive vs static vs oracle, exchange cost"
 
 setup: $(TRAIN_VENV)/.installed $(WORKFLOW_VENV)/.installed
@@ -67,6 +68,21 @@ run: setup
 
 data/mnist5k/manifest.json: $(TRAIN_VENV)/.installed
 	$(TRAIN)/dynalloc stage --source mnist5k --out data/mnist5k
+
+# Full Fashion-MNIST from Debian (nothing downloads at run time); needs root for apt-get.
+FASHION_MNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+$(FASHION_MNIST):
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends dataset-fashion-mnist \
+	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends dataset-fashion-mnist; }
+
+bench-data: $(FASHION_MNIST)
+
+# The benchmark (config/bench.yaml, ~45 minutes on 2 cores), then BENCHMARKS.md from its results.
+bench: setup bench-data
+	@started=$$(date +%s); \
+	$(WORKFLOW)/snakemake --configfile config/bench.yaml && \
+	$(WORKFLOW)/python benchmarks/report.py --results results/bench --config config/bench.yaml \
+	  --discussion benchmarks/discussion.md --out BENCHMARKS.md --elapsed $$(( $$(date +%s) - started ))
 
 bench-core: setup data/mnist5k/manifest.json
 	$(TRAIN)/python benchmarks/bench_core.py --dataset data/mnist5k --out runs/bench-core --repeats 2
