@@ -17,7 +17,7 @@ import numpy as np
 
 from dynalloc import __version__
 from dynalloc.errors import DynallocError
-from dynalloc.fsutil import atomic_write
+from dynalloc.fsutil import atomic_write, fsync_directory
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -159,7 +159,7 @@ def write_staged(out_dir, train_x, train_y, test_x, test_y, *, source, classes, 
         with atomic_write(tmp_dir / MANIFEST_NAME) as handle:
             json.dump(manifest, handle, indent=2)
             handle.write("\n")
-        _fsync_dir(tmp_dir)
+        fsync_directory(tmp_dir)
         _move_into_place(tmp_dir, out_dir)
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -321,13 +321,4 @@ def _move_into_place(tmp_dir, out_dir):
         shutil.rmtree(old_dir)
     else:
         os.rename(tmp_dir, out_dir)
-    _fsync_dir(out_dir.parent)
-
-
-def _fsync_dir(path):
-    """Make renames and new entries in `path` durable, not just the files' contents."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(out_dir.parent)

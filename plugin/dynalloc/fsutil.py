@@ -18,14 +18,15 @@ def atomic_write(path, mode="w", **open_kwargs):
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would give
         os.replace(tmp, path)
-        _fsync_directory(path.parent)  # the rename itself survives a crash
+        fsync_directory(path.parent)  # the rename itself survives a crash
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
 
 
-def _fsync_directory(directory):
+def fsync_directory(directory):
+    """Make renames and new entries in `directory` durable, not just the files' contents."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
