@@ -60,6 +60,14 @@ def parameters(run_dir):
     return {k: v.asnumpy() for k, v in mx.nd.load(str(run_dir / "model.params")).items()}
 
 
+def read_rows(path):
+    """The rows of a CSV file as dicts of strings."""
+    import csv
+
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
 def start_dynalloc(*args, ranks, python_script=None, env=None, launcher_options=()):
     """`dynalloc` (or a Python script taking the same arguments) on `ranks` MPI ranks in the
     background, in its own process group; `env` adds environment variables."""

@@ -12,6 +12,7 @@ from dynalloc.errors import DynallocError
 COMMANDS = {
     "stage": ("dynalloc.stage", "stage a dataset into the layout the ranks memory-map"),
     "train": ("dynalloc.train", "train a model over MPI ranks with dynamic batch allocation"),
+    "baseline": ("dynalloc.baseline", "the same run with MXNet's dist_sync parameter server"),
     "summarize": ("dynalloc.summarize", "one run's summary row"),
     "compare": ("dynalloc.compare", "tables and plots across runs"),
     "run-config": ("dynalloc.runconfig", "write one run's config of the pipeline grid as YAML"),
