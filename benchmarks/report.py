@@ -92,7 +92,7 @@ def main():
             "",
             "## Figures",
             "",
-            *[f"![{path.stem}]({path.as_posix()})\n" for path in figures],
+            *[f"![{path.stem}]({path.as_posix()})\n" for path in figures if path],
             "## Discussion",
             "",
             discussion.strip(),
@@ -241,6 +241,8 @@ def throughput_figure(table, path):
 def shares_figure(results, table, scenario, path):
     """The slowed rank's share per iteration under each policy, with the change shaded."""
     rows = table[(table["model"] == "lenet") & (table["scenario"] == scenario)]
+    if rows.empty:
+        return None
     fig, ax = plt.subplots(figsize=(10, 4))
     for _, run in rows.iterrows():
         iterations = pd.read_csv(results / "runs" / run["run"] / "train" / "iterations.csv")
