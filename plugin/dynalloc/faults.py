@@ -112,7 +112,7 @@ class PeerWatch:
 
     def _poll_proc(self):
         time.sleep(WATCH_INTERVAL_S)
-        return [rank for rank, pid in self.peers.items() if not _alive(pid)]
+        return [rank for rank, pid in self.peers.items() if not alive(pid)]
 
     def _report(self, rank):
         sys.stderr.write(
@@ -124,7 +124,7 @@ class PeerWatch:
         os._exit(EXIT_LOST)
 
 
-def _alive(pid):
+def alive(pid):
     """False once `pid` has exited (a zombie counts as exited)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as handle:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from dynalloc.faults import alive
 from helpers import BIN, ENV, dynalloc, parameters, read_rows, wait_for
 
 pytestmark = pytest.mark.mpi
@@ -118,13 +119,6 @@ def children(pid):
         with contextlib.suppress(FileNotFoundError):  # it exited meanwhile
             found[int(child)] = Path(f"/proc/{child}/cmdline").read_text().replace("\0", " ")
     return found
-
-
-def alive(pid):
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_a_killed_worker_stops_every_process_with_one_line(digits, tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from dynalloc import checkpoint
+from dynalloc.faults import alive
 from helpers import dynalloc, rank_pids, start_dynalloc, wait_for
 from test_resume import ITERATIONS, assert_logged_once, checkpointed, write_config
 
@@ -30,15 +31,6 @@ def ended_within(job, seconds):
         os.killpg(job.pid, signal.SIGKILL)
         raise AssertionError(f"the job still ran {seconds} s later: it hangs") from None
     return job.returncode, stderr
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as handle:  # a zombie has exited
-        return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def newest_is_intact(out):

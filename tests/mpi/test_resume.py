@@ -1,7 +1,6 @@
 """Checkpoints on real MPI ranks: a run killed mid-way and resumed ends where the uninterrupted
 run ends, with every iteration logged exactly once."""
 
-import csv
 import os
 import signal
 
@@ -9,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 from dynalloc import checkpoint
-from helpers import dynalloc, parameters, rank_pids, start_dynalloc, wait_for
+from helpers import dynalloc, parameters, rank_pids, read_rows, start_dynalloc, wait_for
 
 pytestmark = pytest.mark.mpi
 
@@ -54,11 +53,6 @@ def kill_a_rank(config, out, ranks, after=KILL_AFTER):
     _, stderr = job.communicate(timeout=30)
     assert job.returncode != 0 and not (out / "metrics.json").exists(), stderr
     return stderr
-
-
-def read_rows(path):
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 def worst_difference(a, b):

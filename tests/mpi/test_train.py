@@ -1,13 +1,11 @@
 """`dynalloc train` on real MPI ranks: the run directory, exactness, and bad input."""
 
-import csv
 import json
 
-import mxnet as mx
 import numpy as np
 import pytest
 import yaml
-from helpers import dynalloc
+from helpers import dynalloc, parameters, read_rows
 
 pytestmark = pytest.mark.mpi
 
@@ -36,17 +34,8 @@ def train(tmp_path, ranks, out="run", **overrides):
     )
 
 
-def parameters(run_dir):
-    return {k: v.asnumpy() for k, v in mx.nd.load(str(run_dir / "model.params")).items()}
-
-
 def train_size(dataset):
     return json.loads((dataset / "manifest.json").read_text())["splits"]["train"]["n"]
-
-
-def read_rows(path):
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 @pytest.fixture(scope="module")
