@@ -22,18 +22,22 @@ class AffineCostModel:
     intercept_fraction: prior share of the time that does not depend on the batch share.
     prior_strength: weight of that prior relative to the data's (small: the data wins once the
         shares have moved enough to tell `a` from `c`).
-    change_threshold: least relative prediction error taken as a change of speed, raised to
+    change_threshold: least relative prediction error taken as a change of speed (a rank losing
+        a fifth of its speed to a neighbour counts), raised to
         `noise_multiplier` times the usual error on noisy ranks.
     confirm: consecutive same-direction deviations needed to declare a change (1 reacts at once;
         2 ignores a single outlier at the cost of one iteration).
+    jump: a time ratio, either way, that noise does not explain: one such observation confirms a
+        change (a rank three times slower should not cost a second slow iteration).
     """
 
     forgetting: float = 0.95
     intercept_fraction: float = 0.1
     prior_strength: float = 0.05
-    change_threshold: float = 0.5
+    change_threshold: float = 0.25
     noise_multiplier: float = 4.0
     confirm: int = 2
+    jump: float = 2.0
     noise: float = 0.05  # exponentially weighted mean absolute relative error
     sums: list = field(default_factory=lambda: [0.0] * 6)  # W, Sb, Sbb, St, Sbt, sum of w^2
     pending: list = field(default_factory=list)  # unconfirmed deviating observations (b, t, e)
@@ -71,8 +75,10 @@ class AffineCostModel:
         _, sb, _, st, _, _ = self.sums
         return max(a + c * share, 0.25 * share * st / sb)
 
-    def observe(self, share, seconds):
-        """Feed one measurement; returns True when it confirmed a change of speed."""
+    def observe(self, share, seconds, confirm=None):
+        """Feed one measurement; returns True when it confirmed a change of speed. `confirm`
+        overrides the number of deviations needed (the policy lowers it while the ranks settle
+        after a change, when a rank sharing a resource with the changed one moves too)."""
         if not self.fitted:
             self._add(share, seconds)
             return False
@@ -86,7 +92,8 @@ class AffineCostModel:
         if self.pending and math.copysign(1, error) != math.copysign(1, self.pending[-1][2]):
             self.pending.clear()
         self.pending.append((share, seconds, error))
-        if len(self.pending) < self.confirm:
+        needed = self.confirm if confirm is None else confirm
+        if len(self.pending) < needed and abs(math.log1p(error)) < math.log(self.jump):
             return False  # maybe an outlier: hold it back, keep the model
         self._rescale(self.pending)
         self.pending.clear()

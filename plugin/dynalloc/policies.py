@@ -169,7 +169,8 @@ class AdaptivePolicy(Policy):
     is within `dead_band`, and a step shrunk towards zero when that spread is within `confidence`
     standard errors of the estimates (so noise does not move shares); a confirmed change of a
     rank's speed rescales its model and moves at once, with full steps for `settle` iterations
-    while the rescaled model finds the new balance."""
+    while the rescaled model finds the new balance; during those, one deviation confirms a change
+    of another rank (one sharing a core or a link with the changed rank changes with it)."""
 
     name = "adaptive"
 
@@ -198,9 +199,13 @@ class AdaptivePolicy(Policy):
         self.models = [AffineCostModel(**model) for _ in range(ranks)]
 
     def _next(self, shares, seconds, iteration, epoch):
-        for model, share, time in zip(self.models, shares, seconds, strict=True):
-            if share > 0 and model.observe(int(share), float(time)):
-                self.settling = self.settle
+        confirm = 1 if self.settling else None
+        confirmed = [
+            share > 0 and model.observe(int(share), float(time), confirm)
+            for model, share, time in zip(self.models, shares, seconds, strict=True)
+        ]
+        if any(confirmed):
+            self.settling = self.settle
         changed = self.settling > 0
         self.settling = max(self.settling - 1, 0)
         if not all(model.fitted for model in self.models):
@@ -232,6 +237,7 @@ MODEL_PARAMETERS = {  # name: (lowest, highest) accepted value of the cost model
     "change_threshold": (0.0, 1e6),
     "noise_multiplier": (0.0, 1e6),
     "confirm": (1, 100),
+    "jump": (1.0, 1e6),
 }
 
 

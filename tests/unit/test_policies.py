@@ -142,6 +142,37 @@ def test_adaptive_rebalances_within_5_iterations_after_a_threefold_slowdown(seed
     assert spread[95:].max() < 0.05, spread[90:100].round(3)
 
 
+def test_adaptive_moves_at_once_on_a_jump_that_noise_cannot_explain():
+    """A threefold slowdown is confirmed by its first observation: the very next split is
+    balanced, not one iteration later."""
+    trace = simulate(
+        make_policy("adaptive", 2, 1024),
+        [0.05, 0.05],
+        [1e-3, 1e-3],
+        70,
+        noise=0.02,
+        speed=lambda i: [1, 3] if i >= 50 else [1, 1],
+    )
+    spread = trace.spread()
+    assert spread[50] > 0.5 and spread[51] < 0.1, spread[49:54].round(3)
+
+
+def test_a_rank_that_changes_with_the_changed_one_is_followed_at_once():
+    """Rank 1 slows threefold at 50; rank 2, which shared a core with it, runs 30% faster from
+    51 on (a deviation below the jump). While the ranks settle after the first change one
+    observation confirms the second, so the split of iteration 52 is balanced again."""
+    trace = simulate(
+        make_policy("adaptive", 3, 1536),
+        [0.05] * 3,
+        [1e-3] * 3,
+        70,
+        noise=0.02,
+        speed=lambda i: [1, 3, 0.7 if i >= 51 else 1] if i >= 50 else [1, 1, 1],
+    )
+    spread = trace.spread()
+    assert spread[51] > 0.2 and spread[52] < 0.1, spread[49:55].round(3)
+
+
 def test_proportional_chases_noise_where_adaptive_holds_still():
     """Regression: the seed paper's rule re-divides on every noisy measurement, so its shares
     never settle and its finish times spread; adaptive's model averages the noise away."""
