@@ -48,9 +48,15 @@ SUMMARY_FIELDS = (
 )
 # A run is comparable with the static run that shares all of these.
 GROUP = ["dataset", "model", "scenario", "ranks", "seed"]
-# Balanced: compute times within 10% of the slowest rank's, for 3 iterations in a row.
-BALANCED_BELOW = 0.1
+# Balanced again after an event (the start, or a change of speed): the split has reached the one
+# the policy keeps for the rest of the phase (at most SPLIT_TOLERANCE of the global batch on other
+# ranks than in the phase's settled split, for BALANCED_FOR iterations in a row), and that split
+# balances the ranks (mean wait fraction of the phase's second half below WAIT_BELOW). Judged on
+# the split, not on per-iteration compute times, so the noise of ranks sharing cores, which puts
+# a few iterations above any fixed spread, does not count as imbalance.
+SPLIT_TOLERANCE = 0.05
 BALANCED_FOR = 3
+WAIT_BELOW = 0.1
 
 
 @dataclass(frozen=True)
@@ -108,9 +114,7 @@ def summarize_run(run_dir):
         "max_wait_fraction": float(waits.max()),
         "final_test_accuracy": metrics["final_test_accuracy"],
         "time_to_target_s": metrics["time_to_target_s"],
-        "iterations_until_balanced": iterations_until_balanced(
-            imbalance(run.iterations), _events(run)
-        ),
+        "iterations_until_balanced": iterations_until_balanced(run.iterations, _events(run)),
     }
 
 
@@ -121,31 +125,28 @@ def wait_fractions(iterations):
     return (sums["wait_s"] / busy.where(busy > 0)).fillna(0.0)
 
 
-def imbalance(iterations):
-    """Per iteration, (max - min) / max of the ranks' compute_s: 0 when all finish together."""
-    compute = iterations.groupby("iteration")["compute_s"]
-    high, low = compute.max(), compute.min()
-    return ((high - low) / high.where(high > 0)).fillna(0.0)
-
-
-def iterations_until_balanced(imbalance, events):
-    """The most iterations any event took until the imbalance stayed below BALANCED_BELOW for
-    BALANCED_FOR iterations (0: balanced at once); None if after some event it never did.
-
-    Events after the last iteration are ignored: the run never saw them.
-    """
-    iterations = imbalance.index.to_numpy()
-    balanced = (imbalance.to_numpy() < BALANCED_BELOW).astype(int)
-    settled = np.convolve(balanced, np.ones(BALANCED_FOR, int), "valid") == BALANCED_FOR
+def iterations_until_balanced(iterations, events):
+    """The most iterations any event took until the split was balanced again (see SPLIT_TOLERANCE;
+    0: at once); None if after some event it never was. Events after the last iteration are
+    ignored: the run never saw them."""
+    by_rank = iterations.pivot(index="iteration", columns="rank")
+    fractions = by_rank["batch_size"].div(by_rank["batch_size"].sum(axis=1), axis=0).to_numpy()
+    compute, wait = by_rank["compute_s"].to_numpy(), by_rank["wait_s"].to_numpy()
+    index = by_rank.index.to_numpy()
+    starts = sorted({int(np.searchsorted(index, event)) for event in events} - {len(index)})
     worst = 0
-    for event in events:
-        first = int(np.searchsorted(iterations, event))
-        if first == len(iterations):
-            continue
-        hits = np.flatnonzero(settled[first:])
+    for first, end in zip(starts, [*starts[1:], len(index)], strict=True):
+        late = slice((first + end) // 2, end)
+        busy = compute[late].sum() + wait[late].sum()
+        if busy > 0 and wait[late].sum() / busy >= WAIT_BELOW:
+            return None
+        settled = np.median(fractions[late], axis=0)
+        close = np.abs(fractions[first:end] - settled).sum(axis=1) <= SPLIT_TOLERANCE
+        run = min(BALANCED_FOR, end - first)
+        hits = np.flatnonzero(np.convolve(close, np.ones(run, int), "valid") == run)
         if hits.size == 0:
             return None
-        worst = max(worst, int(iterations[first + hits[0]] - event))
+        worst = max(worst, int(index[first + hits[0]] - index[first]))
     return worst
 
 

@@ -21,11 +21,14 @@ from dynalloc.analysis import compare, iterations_until_balanced, summarize_run 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def make_run(root, name, compute, policy="static", labels=None, changes=(), **metrics):
+def make_run(root, name, compute, policy="static", labels=None, changes=(), shares=None, **metrics):
     """A run directory as `dynalloc train` writes it; `compute[i][r]`: rank r's compute_s at
-    iteration i, waits follow the contract (slowest compute - own), shares split 8 samples."""
+    iteration i, waits follow the contract (slowest compute - own); `shares[i][r]` rank r's
+    batch_size at iteration i (default: an even split of 8 samples)."""
     compute = np.asarray(compute, dtype=float)
     iterations, ranks = compute.shape
+    if shares is None:
+        shares = [[8 // ranks + (r < 8 % ranks) for r in range(ranks)]] * iterations
     run_dir = root / name
     run_dir.mkdir(parents=True)
     config = {
@@ -45,7 +48,7 @@ def make_run(root, name, compute, policy="static", labels=None, changes=(), **me
             "iteration": i,
             "epoch": i // 4,
             "rank": r,
-            "batch_size": 8 // ranks + (r < 8 % ranks),
+            "batch_size": shares[i][r],
             "compute_s": compute[i, r],
             "sync_s": 0.01,
             "wait_s": compute[i].max() - compute[i, r],
@@ -114,7 +117,7 @@ def test_summary_fields(tmp_path):
         "max_wait_fraction": pytest.approx(0.6),
         "final_test_accuracy": 0.75,
         "time_to_target_s": None,
-        "iterations_until_balanced": None,  # imbalance 2/3, then 1/2: never balanced
+        "iterations_until_balanced": None,  # rank 0 waits half its time: never balanced
     }
 
 
@@ -125,51 +128,75 @@ def test_summary_without_labels_names_the_directory(tmp_path):
     assert summary["iterations_until_balanced"] == 0
 
 
-IMBALANCE = [0.5, 0.05, 0.5, 0.05, 0.05, 0.05, 0.5, 0.5, 0.05, 0.05, 0.05, 0.05]
+SETTLING = [[4, 4], [5, 3]] + [[6, 2]] * 6  # settles on [6, 2] at iteration 2
 
 
 @pytest.mark.parametrize(
-    ("changes", "expected"),
+    ("shares", "changes", "expected"),
     [
-        ((), 3),  # balanced for 3 iterations from iteration 3 on
-        ([{"rank": 0, "factor": 3, "start": 6, "end": 9}], 3),  # 6 -> 8 (2), 9 -> 9 (0)
-        ([{"rank": 0, "factor": 3, "start": 5, "end": None}], 3),  # 5 -> 8 (3)
-        ([{"rank": 0, "factor": 3, "start": 4, "end": 11}], None),  # 11: only 11 is left
-        ([{"rank": 1, "factor": 2, "start": 50, "end": 60}], 3),  # after the run: ignored
+        (SETTLING, (), 2),
+        ([[60, 20], [41, 39]] + [[40, 40]] * 4, (), 1),  # 1/80 off on each rank: within 5%
+        ([[4, 4]] * 4 + [[4, 4], [3, 5]] + [[2, 6]] * 6, [{"start": 4, "end": None}], 2),
+        ([[4, 4]] * 3 + [[6, 2]] * 3 + [[4, 4]] * 6, [{"start": 3, "end": 6}], 0),  # at once
+        ([[4, 4], [6, 2]] * 5, (), None),  # never 3 iterations in a row near its split
+        (SETTLING, [{"start": 50, "end": 60}], 2),  # after the run: ignored
     ],
 )
-def test_iterations_until_balanced(tmp_path, changes, expected):
-    run_dir = make_run(tmp_path, "run", with_imbalance(IMBALANCE), changes=changes)
+def test_iterations_until_balanced(tmp_path, shares, changes, expected):
+    changes = [{"rank": 0, "factor": 2, **change} for change in changes]
+    compute = [[1.0, 1.0]] * len(shares)
+    run_dir = make_run(tmp_path, "run", compute, shares=shares, changes=changes)
     assert summarize_run(run_dir)["iterations_until_balanced"] == expected
 
 
-def test_iterations_until_balanced_after_a_change_dominates(tmp_path):
-    imbalance = [0.0] * 4 + [0.5] * 5 + [0.0] * 5
-    change = {"rank": 1, "factor": 2, "start": 4, "end": 9}
-    run_dir = make_run(tmp_path, "run", with_imbalance(imbalance), changes=[change])
-    assert summarize_run(run_dir)["iterations_until_balanced"] == 5  # 0 -> 0, 4 -> 9, 9 -> 9
+def test_a_split_that_leaves_ranks_waiting_is_not_balanced(tmp_path):
+    # Constant split, rank 1 takes 1.25 s to rank 0's 1 s: 10% of the busy time is waiting.
+    run_dir = make_run(tmp_path, "run", [[1.0, 1.25]] * 6)
+    assert summarize_run(run_dir)["iterations_until_balanced"] is None
+    run_dir = make_run(tmp_path, "run2", [[1.0, 1.2]] * 6)  # 8.3%: balanced from the start
+    assert summarize_run(run_dir)["iterations_until_balanced"] == 0
 
 
-def reference_until_balanced(values, events):
+def test_balance_is_judged_per_phase(tmp_path):
+    # Balanced before the change; rank 0 three times slower from 4 on and the split never moves.
+    compute = [[1.0, 1.0]] * 4 + [[3.0, 1.0]] * 6
+    run_dir = make_run(tmp_path, "run", compute, changes=[{"rank": 0, "factor": 3, "start": 4}])
+    assert summarize_run(run_dir)["iterations_until_balanced"] is None
+
+
+def reference_until_balanced(shares, events):
+    """The definition with plain loops: per phase, the median split of its second half, the
+    first iteration that starts 3 in a row within 5% of it (L1 over the ranks' fractions)."""
+    fractions = [[b / sum(row) for b in row] for row in shares]
+    starts = sorted({e for e in events if e < len(shares)})
     worst = 0
-    for event in events:
-        if event >= len(values):
-            continue
-        starts = [i for i in range(event, len(values) - 2) if max(values[i : i + 3]) < 0.1]
-        if not starts:
+    for first, end in zip(starts, [*starts[1:], len(shares)], strict=True):
+        late = fractions[(first + end) // 2 : end]
+        settled = [float(np.median([row[r] for row in late])) for r in range(len(shares[0]))]
+        close = [
+            sum(abs(f - s) for f, s in zip(row, settled, strict=True)) <= 0.05
+            for row in fractions[first:end]
+        ]
+        need = min(3, end - first)
+        hits = [i for i in range(len(close) - need + 1) if all(close[i : i + need])]
+        if not hits:
             return None
-        worst = max(worst, starts[0] - event)
+        worst = max(worst, hits[0])
     return worst
 
 
 @given(
-    st.lists(st.sampled_from([0.0, 0.05, 0.099, 0.1, 0.5]), min_size=1, max_size=30),
+    st.lists(st.tuples(st.integers(1, 9), st.integers(1, 9)), min_size=1, max_size=30),
     st.lists(st.integers(0, 35), max_size=4),
 )
-def test_iterations_until_balanced_matches_a_plain_loop(values, events):
-    series = pd.Series(values, index=range(len(values)))
-    expected = reference_until_balanced(values, [0, *events])
-    assert iterations_until_balanced(series, [0, *events]) == expected
+def test_iterations_until_balanced_matches_a_plain_loop(shares, events):
+    rows = [
+        {"iteration": i, "rank": r, "batch_size": b, "compute_s": 1.0, "wait_s": 0.0}
+        for i, row in enumerate(shares)
+        for r, b in enumerate(row)
+    ]
+    expected = reference_until_balanced(shares, [0, *events])
+    assert iterations_until_balanced(pd.DataFrame(rows), [0, *events]) == expected
 
 
 def summary(policy, scenario, samples_per_s, seed=0):
