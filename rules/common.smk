@@ -45,6 +45,10 @@ def launch_command(wildcards, resources):
     return f"{resources.mpi} -n {run['ranks']} {TRAIN_DYNALLOC} train"
 
 
+def run_priority(wildcards):
+    return RUNS[wildcards.run]["priority"]
+
+
 def run_ranks(wildcards):
     return RUNS[wildcards.run]["ranks"]
 

@@ -5,6 +5,7 @@ rule run_config:
         f"{RESULTS}/logs/run_config/{{run}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/run_config/{{run}}.tsv"
+    priority: run_priority
     conda:
         "../envs/workflow.yaml"
     params:
@@ -30,6 +31,9 @@ rule train:
         f"{RESULTS}/logs/train/{{run}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/train/{{run}}.tsv"
+    # The runs compared with each other follow one another (grid.compared_together); their
+    # run_config jobs share the priority, so none of them lets a later train job go first.
+    priority: run_priority
     conda:
         "../envs/train.yaml"
     threads: run_ranks

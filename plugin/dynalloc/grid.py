@@ -22,8 +22,9 @@ def run_name(dataset, model, policy, scenario, ranks, seed):
 
 def expand_runs(config):
     """{run name: {"ranks": R, "dataset": name, "command": dynalloc subcommand, "config": run
-    config}} for every point of the grid (or of each grid, when `grid` is a list: the union,
-    for experiments that are not one full product); DynallocError names the bad key."""
+    config, "priority": n}} for every point of the grid (or of each grid, when `grid` is a list:
+    the union, for experiments that are not one full product); DynallocError names the bad key.
+    See `compared_together` for the priorities."""
     grids = config["grid"] if isinstance(config["grid"], list) else [config["grid"]]
     runs = {}
     for i, grid in enumerate(grids):
@@ -35,7 +36,34 @@ def expand_runs(config):
                     "dataset, policy or scenario so that names stay unique"
                 )
             runs[name] = run
-    return runs
+    return compared_together(runs)
+
+
+def compared_together(runs):
+    """Give the runs that are compared with each other (one dataset, model, scenario, ranks and
+    seed; every policy) consecutive scheduling priorities, in the grid's order: on a machine
+    whose speed drifts over the hour a benchmark takes, runs that follow each other compare
+    with the least drift between them. The train rule's `priority` reads them."""
+
+    def group(name):
+        config = runs[name]["config"]
+        labels = config["labels"]
+        return (
+            labels["dataset"],
+            config["model"],
+            labels["scenario"],
+            runs[name]["ranks"],
+            config["seed"],
+        )
+
+    first = {}
+    for name in runs:
+        first.setdefault(group(name), len(first))
+    ordered = sorted(runs, key=lambda name: first[group(name)])  # stable: grid order within
+    return {
+        name: {**runs[name], "priority": len(ordered) - position}
+        for position, name in enumerate(ordered)
+    }
 
 
 def _expand(config, grid, where):

@@ -112,3 +112,16 @@ def test_stage_arguments():
         "--shape",
         "1,8,8",
     ]
+
+
+def test_runs_compared_with_each_other_are_scheduled_one_after_another():
+    """The grid's product puts policy before scenario; the priorities regroup the runs by
+    comparison (dataset, model, scenario, ranks, seed), keeping the grid's order inside each."""
+    runs = expand_runs(pipeline())
+    by_priority = sorted(runs, key=lambda name: -runs[name]["priority"])
+    assert sorted(runs[name]["priority"] for name in runs) == list(range(1, 9))
+    assert by_priority == [
+        f"digits-mlp-{policy}-{scenario}-r{ranks}-s0"
+        for scenario, ranks in (("slow", 2), ("slow", 3), ("flat", 2), ("flat", 3))
+        for policy in ("static", "wide")
+    ]
