@@ -143,21 +143,30 @@ def facts(table):
 
 
 def targets(table, values):
-    lines = ["| target | measured | met |", "|---|---|---|"]
+    noise = values["noise"]
+    lines = [
+        "Each figure comes from single runs. A throughput ratio that misses its threshold by less "
+        f"than the run-to-run noise band ({noise:.1%}: the spread among the homogeneous runs that "
+        "split equally all along) is marked *within noise*: one run can neither confirm nor "
+        "refute it.",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+    ]
     for scenario in sorted(table.loc[table["model"] == "lenet", "scenario"].unique()):
         ratios = values["ratio"][scenario]
         rivals = {k: v for k, v in ratios.items() if k in COMPETITORS}
         best = min(rivals, key=rivals.get)
         lines.append(
             f"| `adaptive` fastest non-oracle policy, {scenario} | "
-            f"{rivals[best]:.3f}× the next best (`{best}`) | {mark(rivals[best] >= 1.0)} |"
+            f"{rivals[best]:.3f}× the next best (`{best}`) | {judge(rivals[best], 1.0, noise)} |"
         )
     for scenario in STATIC_SCENARIOS:
         ratio = values["ratio"].get(scenario, {}).get("oracle")
         if ratio is not None:
             lines.append(
                 f"| `adaptive` within 5% of `oracle`, {scenario} | {ratio:.3f}× oracle | "
-                f"{mark(ratio >= 0.95)} |"
+                f"{judge(ratio, 0.95, noise)} |"
             )
     balance = values["balance"].get("time-varying", {}).get("adaptive")
     if balance is not None:
@@ -171,20 +180,27 @@ def targets(table, values):
     if homogeneous is not None:
         lines.append(
             f"| `adaptive` at most 2% slower than `static`, homogeneous | {homogeneous:.3f}× "
-            f"static | {mark(homogeneous >= 0.98)} |"
+            f"static | {judge(homogeneous, 0.98, noise)} |"
         )
     for scenario, rows in ((s, lenet(table, s)) for s in table["scenario"].unique()):
         if {"static", "dist_sync"} <= set(rows.index):
             ratio = rows.loc["static", "samples_per_s"] / rows.loc["dist_sync", "samples_per_s"]
             lines.append(
                 f"| `static` (MPI) at least as fast per sample as MXNet `dist_sync`, {scenario} "
-                f"| {ratio:.2f}× dist_sync | {mark(ratio >= 1.0)} |"
+                f"| {ratio:.3f}× dist_sync | {judge(ratio, 1.0, noise)} |"
             )
     return "\n".join(lines)
 
 
 def mark(ok):
     return "yes" if ok else "**no**"
+
+
+def judge(ratio, threshold, noise):
+    """yes, no, or within noise: short of `threshold` by less than the noise band."""
+    if ratio >= threshold:
+        return "yes"
+    return "*within noise*" if ratio >= threshold * (1 - noise) else "**no**"
 
 
 def results(table):
