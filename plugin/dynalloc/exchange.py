@@ -9,12 +9,13 @@ through the buffer interface: no pickling, no per-tensor messages on the hot pat
 plain writable numpy arrays (the Gluon layer hands in views of MXNet's gradient memory), so this
 module knows nothing of MXNet.
 
-Ranks that finish early wait for the others in a barrier that sleeps between polls rather than in
-the Allreduce, where MPICH spins: a spinning rank takes half of its core from whatever shares it
-(another rank on an oversubscribed node, as when ranks outnumber cores, or a co-located job), and
-so slows the very rank it waits for.
+Where a node's ranks outnumber the cores they may run on, ranks that finish early wait for the
+others in a barrier that sleeps between polls rather than in the Allreduce, where MPICH spins: a
+spinning rank takes half of its core from the rank that shares it, often the very rank it waits
+for. With a core each, spinning costs nobody and answers fastest, so they spin.
 """
 
+import os
 import time
 
 import numpy as np
@@ -35,6 +36,7 @@ class GradientExchange:
         self.offsets = np.cumsum([0] + [t.size for t in self.tensors])
         self.buffer = np.empty(int(self.offsets[-1]), dtype=np.float32)
         self.timing = np.empty(0)
+        self.sleep_while_waiting = self.size > 1 and ranks_share_cores(self.comm)
 
     @property
     def rank(self):
@@ -57,7 +59,8 @@ class GradientExchange:
         started = time.perf_counter()
         self._pack(weight)
         if self.size > 1:
-            self._arrive()
+            if self.sleep_while_waiting:
+                self._arrive()
             self.comm.Allreduce(MPI.IN_PLACE, self.buffer, op=MPI.SUM)
         self._unpack()
         return time.perf_counter() - started
@@ -96,3 +99,15 @@ class GradientExchange:
     def gather_objects(self, obj, root=0):
         """Pickled gather, for per-epoch logs only (off the hot path)."""
         return self.comm.gather(obj, root=root)
+
+
+def ranks_share_cores(comm):
+    """Whether the ranks on this rank's node outnumber the cores they may run on (their CPU
+    affinity: pinned two to a core, or more ranks than a cgroup's CPUs). Collective."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        cores = set().union(*node.allgather(os.sched_getaffinity(0)))
+        shared = len(cores) < node.Get_size()
+    finally:
+        node.Free()
+    return bool(comm.allreduce(shared, op=MPI.LOR))

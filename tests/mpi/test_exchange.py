@@ -1,5 +1,6 @@
 """The MPI layer on real ranks."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,3 +20,11 @@ def test_batchnorm_statistics_are_averaged_over_ranks():
     result = mpi_python(2, Path(__file__).with_name("state_check.py"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count(" ok") == 2
+
+
+@pytest.mark.parametrize("pinning", ["one-core", "none"])
+def test_early_ranks_sleep_only_where_ranks_outnumber_their_cores(pinning):
+    result = mpi_python(2, Path(__file__).with_name("wait_mode.py"), pinning)
+    assert result.returncode == 0, result.stderr[-2000:]
+    shared = pinning == "one-core" or len(os.sched_getaffinity(0)) < 2
+    assert result.stdout.count(" ok, sleeps" if shared else " ok, spins") == 2, result.stdout

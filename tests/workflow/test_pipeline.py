@@ -103,6 +103,29 @@ def test_changing_one_policy_parameter_reruns_only_its_run(finished):
     assert "digits-mlp-adaptive" in train_block and "digits-mlp-static" not in train_block
 
 
+def test_runs_compared_with_each_other_are_trained_one_after_another(tmp_path):
+    """The grid's product puts policy before scenario; the scheduler still trains each
+    scenario's runs back to back (grid.compared_together), so drift hits a comparison least."""
+    override = {
+        "scenarios": {"slowdown-1-3": {"slowdown": {1: 3}}, "flat": {}},
+        "grid": {"scenario": ["slowdown-1-3", "flat"]},
+        "training": {"iterations": 3},
+    }
+    result = snakemake("--until", "train", results=tmp_path / "results", override=override)
+    assert result.returncode == 0, result.stderr[-3000:]
+    started, rule = [], None
+    for line in (result.stdout + result.stderr).splitlines():
+        if line.startswith(("rule ", "localrule ")):
+            rule = line.split()[1].rstrip(":")
+        elif rule == "train" and "wildcards: run=" in line:
+            started.append(line.split("run=")[1].strip())
+    assert started == [
+        f"digits-mlp-{policy}-{scenario}-r2-s0"
+        for scenario in ("slowdown-1-3", "flat")
+        for policy in ("static", "adaptive")
+    ]
+
+
 def bad(tmp_path, override):
     results = tmp_path / "results"
     result = snakemake("-n", results=results, override=override)
