@@ -14,6 +14,7 @@ import pandas as pd
 
 from dynalloc.config import load_config
 from dynalloc.errors import DynallocError
+from dynalloc.grid import COMPARED_BY
 
 ITERATION_COLUMNS = ("iteration", "rank", "batch_size", "compute_s", "wait_s")
 EPOCH_COLUMNS = ("epoch", "wall_s", "train_loss", "test_accuracy")
@@ -47,7 +48,7 @@ SUMMARY_FIELDS = (
     "iterations_until_balanced",
 )
 # A run is comparable with the static run that shares all of these.
-GROUP = ["dataset", "model", "scenario", "ranks", "seed"]
+GROUP = list(COMPARED_BY)
 # Balanced again after an event (the start, or a change of speed): the split has reached the one
 # the policy keeps for the rest of the phase (at most SPLIT_TOLERANCE of the global batch on other
 # ranks than in the phase's settled split, for BALANCED_FOR iterations in a row), and that split

@@ -25,7 +25,9 @@ from mpi4py import MPI
 class GradientExchange:
     """Packs `tensors` (writable float32 arrays) into one buffer for collective operations."""
 
-    def __init__(self, tensors, comm=None):
+    def __init__(self, tensors, comm=None, sleep_while_waiting=None):
+        """`sleep_while_waiting`: another exchange's on the same communicator, to skip the
+        collective check (`ranks_share_cores`) of how early ranks should wait."""
         self.comm = MPI.COMM_WORLD if comm is None else comm
         self.tensors = [t.reshape(-1) for t in tensors]  # views: the arrays must be contiguous
         if any(
@@ -36,7 +38,9 @@ class GradientExchange:
         self.offsets = np.cumsum([0] + [t.size for t in self.tensors])
         self.buffer = np.empty(int(self.offsets[-1]), dtype=np.float32)
         self.timing = np.empty(0)
-        self.sleep_while_waiting = self.size > 1 and ranks_share_cores(self.comm)
+        if sleep_while_waiting is None:
+            sleep_while_waiting = self.size > 1 and ranks_share_cores(self.comm)
+        self.sleep_while_waiting = sleep_while_waiting
 
     @property
     def rank(self):

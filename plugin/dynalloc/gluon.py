@@ -85,8 +85,9 @@ class DynamicBatch:
                 f"deferred shapes) before DynamicBatch: {error}"
             ) from None
         self.exchange = GradientExchange(grads, comm)
-        GradientExchange(data, self.exchange.comm).broadcast()  # all ranks start from rank 0
-        self.state = GradientExchange(state, self.exchange.comm)
+        comm, sleeps = self.exchange.comm, self.exchange.sleep_while_waiting
+        GradientExchange(data, comm, sleeps).broadcast()  # all ranks start from rank 0
+        self.state = GradientExchange(state, comm, sleeps)
         self.rank, self.ranks = self.exchange.rank, self.exchange.size
         try:
             self.policy = make_policy(

@@ -12,6 +12,7 @@ from dynalloc.errors import DynallocError
 from dynalloc.policies import POLICIES
 
 AXES = ("dataset", "model", "policy", "scenario", "ranks", "seed")
+COMPARED_BY = tuple(axis for axis in AXES if axis != "policy")  # runs compared with each other
 STAGE_OPTIONS = ("path", "seed", "test_fraction", "samples", "shape", "classes")
 BASELINES = {"dist_sync": "baseline"}  # policy kind -> the dynalloc subcommand that trains it
 
@@ -22,9 +23,9 @@ def run_name(dataset, model, policy, scenario, ranks, seed):
 
 def expand_runs(config):
     """{run name: {"ranks": R, "dataset": name, "command": dynalloc subcommand, "config": run
-    config, "priority": n}} for every point of the grid (or of each grid, when `grid` is a list:
-    the union, for experiments that are not one full product); DynallocError names the bad key.
-    See `compared_together` for the priorities."""
+    config, "axes": {axis: value}, "priority": n}} for every point of the grid (or of each grid,
+    when `grid` is a list: the union, for experiments that are not one full product);
+    DynallocError names the bad key. See `compared_together` for the priorities."""
     grids = config["grid"] if isinstance(config["grid"], list) else [config["grid"]]
     runs = {}
     for i, grid in enumerate(grids):
@@ -40,21 +41,13 @@ def expand_runs(config):
 
 
 def compared_together(runs):
-    """Give the runs that are compared with each other (one dataset, model, scenario, ranks and
-    seed; every policy) consecutive scheduling priorities, in the grid's order: on a machine
+    """Give the runs that are compared with each other (equal in COMPARED_BY; every policy)
+    consecutive scheduling priorities, in the grid's order: on a machine
     whose speed drifts over the hour a benchmark takes, runs that follow each other compare
     with the least drift between them. The train rule's `priority` reads them."""
 
     def group(name):
-        config = runs[name]["config"]
-        labels = config["labels"]
-        return (
-            labels["dataset"],
-            config["model"],
-            labels["scenario"],
-            runs[name]["ranks"],
-            config["seed"],
-        )
+        return tuple(runs[name]["axes"][axis] for axis in COMPARED_BY)
 
     first = {}
     for name in runs:
@@ -79,9 +72,8 @@ def _expand(config, grid, where):
                 )
     results = Path(config["results"])
     runs = {}
-    for dataset, model, policy, scenario, ranks, seed in itertools.product(
-        *(grid[axis] for axis in AXES)
-    ):
+    for point in itertools.product(*(grid[axis] for axis in AXES)):
+        dataset, model, policy, scenario, ranks, seed = point
         name = run_name(dataset, model, policy, scenario, ranks, seed)
         if name in runs:
             raise DynallocError(
@@ -98,7 +90,13 @@ def _expand(config, grid, where):
             "seed": seed,
             "labels": {"run": name, "dataset": dataset, "scenario": scenario, "policy": policy},
         }
-        runs[name] = {"ranks": ranks, "dataset": dataset, "command": command, "config": run_config}
+        runs[name] = {
+            "ranks": ranks,
+            "dataset": dataset,
+            "command": command,
+            "config": run_config,
+            "axes": dict(zip(AXES, point, strict=True)),
+        }
     return runs
 
 
