@@ -6,7 +6,7 @@ small. Why a prior: while the shares stay put, the data cannot separate `a` from
 prior on the intercept's fraction of the time settles that direction (at a fixed point any split
 that fits the observation predicts the same time, so the prior costs nothing there). Why a change
 detector: exponential forgetting alone takes many iterations to follow a rank that suddenly runs
-three times slower; a confirmed jump instead rescales the model at once.
+three times slower; a confirmed change instead rescales the model at once.
 """
 
 import math
@@ -27,8 +27,6 @@ class AffineCostModel:
         `noise_multiplier` times the usual error on noisy ranks.
     confirm: consecutive same-direction deviations needed to declare a change (1 reacts at once;
         2 ignores a single outlier at the cost of one iteration).
-    jump: a time ratio, either way, that noise does not explain: one such observation confirms a
-        change (a rank three times slower should not cost a second slow iteration).
     """
 
     forgetting: float = 0.95
@@ -37,8 +35,11 @@ class AffineCostModel:
     change_threshold: float = 0.25
     noise_multiplier: float = 4.0
     confirm: int = 2
-    jump: float = 2.0
-    noise: float = 0.05  # exponentially weighted mean absolute relative error
+    # Mean absolute relative error, exponentially weighted once `checked` errors outweigh the
+    # forgetting; it starts as one pseudo-observation of 10%, so that the first observations,
+    # whose scatter nobody knows yet, do not carry the shares far.
+    noise: float = 0.1
+    checked: int = 0
     sums: list = field(default_factory=lambda: [0.0] * 6)  # W, Sb, Sbb, St, Sbt, sum of w^2
     pending: list = field(default_factory=list)  # unconfirmed deviating observations (b, t, e)
 
@@ -86,18 +87,28 @@ class AffineCostModel:
         limit = max(self.change_threshold, self.noise_multiplier * self.noise)
         if abs(error) <= limit:
             self.pending.clear()
-            self.noise += (1.0 - self.forgetting) * (abs(error) - self.noise)
+            self.checked += 1
+            rate = max(1.0 - self.forgetting, 1.0 / (self.checked + 1))
+            self.noise += rate * (abs(error) - self.noise)
             self._add(share, seconds)
             return False
         if self.pending and math.copysign(1, error) != math.copysign(1, self.pending[-1][2]):
             self.pending.clear()
         self.pending.append((share, seconds, error))
         needed = self.confirm if confirm is None else confirm
-        if len(self.pending) < needed and abs(math.log1p(error)) < math.log(self.jump):
+        if len(self.pending) < needed:
             return False  # maybe an outlier: hold it back, keep the model
         self._rescale(self.pending)
         self.pending.clear()
         return True
+
+    def confirm_pending(self):
+        """Take the deviations held back as a change after all: another rank's confirmed change
+        explains them (a change of one rank moves the common slowdown the others are measured
+        against)."""
+        if self.pending:
+            self._rescale(self.pending)
+            self.pending.clear()
 
     def _rescale(self, observations):
         """Take the jump as a change of speed: slowing a rank (contention, throttling, a slower

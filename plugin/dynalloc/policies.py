@@ -166,46 +166,69 @@ class OraclePolicy(Policy):
 class AdaptivePolicy(Policy):
     """Ours: per-rank online affine cost models; the split that minimises the slowest rank's
     predicted time exactly (integers, bounds); no move while the predicted spread of finish times
-    is within `dead_band`, and a step shrunk towards zero when that spread is within `confidence`
-    standard errors of the estimates (so noise does not move shares); a confirmed change of a
-    rank's speed rescales its model and moves at once, with full steps for `settle` iterations
-    while the rescaled model finds the new balance; during those, one deviation confirms a change
-    of another rank (one sharing a core or a link with the changed rank changes with it)."""
+    is within `dead_band`, and a step shrunk towards zero as the imbalance nears what the
+    estimates' standard errors alone would show (so noise does not move shares). What sets the
+    split is each rank's speed relative to the others, so the models see times divided by the
+    slowdown the ranks share (an OS hiccup, the machine's drift). A confirmed change of a rank's
+    speed rescales its model and moves at once, with full steps for `settle` iterations while
+    the rescaled model finds the new balance. One deviation confirms a change when the rank's
+    time doubled or halved (`jump`), and while the ranks settle after a change (a rank sharing
+    a core or a link with the changed one changes with it); a confirmed change also confirms
+    the deviations held back on other ranks (with two ranks, a change of either shows on both
+    once the common slowdown is divided out)."""
 
     name = "adaptive"
 
     def __init__(
         self, ranks, global_batch, min_share=1, max_share=None,
-        dead_band=0.02, confidence=1.0, settle=3, min_move=0.02, **model,
+        dead_band=0.02, confidence=0.5, settle=3, min_move=0.02, jump=2.0, **model,
     ):  # fmt: skip
         super().__init__(ranks, global_batch, min_share, max_share)
-        numbers = (dead_band, confidence, settle, min_move)
+        numbers = (dead_band, confidence, settle, min_move, jump)
         if not (
             all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers)
             and 0 <= dead_band < 1
             and confidence >= 0
             and settle >= 0
             and 0 <= min_move < 1
+            and jump > 1
         ):
             raise ValueError(
-                f"adaptive needs 0 <= dead_band < 1, confidence >= 0, settle >= 0 and "
-                f"0 <= min_move < 1, got dead_band={dead_band!r}, confidence={confidence!r}, "
-                f"settle={settle!r}, min_move={min_move!r}"
+                f"adaptive needs 0 <= dead_band < 1, confidence >= 0, settle >= 0, "
+                f"0 <= min_move < 1 and jump > 1, got dead_band={dead_band!r}, "
+                f"confidence={confidence!r}, settle={settle!r}, min_move={min_move!r}, "
+                f"jump={jump!r}"
             )
         self.dead_band, self.confidence = dead_band, confidence
         self.settle, self.settling = settle, 0
-        self.min_move = min_move
+        self.min_move, self.jump = min_move, jump
         check_model_parameters(model)
         self.models = [AffineCostModel(**model) for _ in range(ranks)]
 
     def _next(self, shares, seconds, iteration, epoch):
-        confirm = 1 if self.settling else None
+        settling = 1 if self.settling else None
+        confirm = [settling] * self.ranks
+        used = shares > 0  # an epoch's last batch may leave a rank without samples
+        if all(model.fitted for model in self.models) and used.any():
+            sizes = np.maximum(shares, 1)
+            predicted = np.array(
+                [m.predict(int(b)) for m, b in zip(self.models, sizes, strict=True)]
+            )
+            ratios = seconds / predicted
+            seconds = seconds / float(np.median(ratios[used]))
+            # A rank whose time doubled or halved against its model changed: no noise does that.
+            jumped = (ratios >= self.jump) | (ratios <= 1.0 / self.jump)
+            confirm = [1 if jump else settling for jump in jumped]
         confirmed = [
-            share > 0 and model.observe(int(share), float(time), confirm)
-            for model, share, time in zip(self.models, shares, seconds, strict=True)
+            share > 0 and model.observe(int(share), float(time), needed)
+            for model, share, time, needed in zip(
+                self.models, shares, seconds, confirm, strict=True
+            )
         ]
         if any(confirmed):
             self.settling = self.settle
+            for model in self.models:
+                model.confirm_pending()
         changed = self.settling > 0
         self.settling = max(self.settling - 1, 0)
         if not all(model.fitted for model in self.models):
@@ -216,11 +239,14 @@ class AdaptivePolicy(Policy):
         spread = (now.max() - now.min()) / now.mean()
         if not changed and spread <= self.dead_band:
             return self.shares
-        # Move as far as the evidence carries: all the way after a confirmed change, or when the
-        # imbalance dwarfs the estimates' standard error, a little when it is within the noise.
-        errors = sorted(model.uncertainty() for model in self.models)[-2:]
-        doubt = self.confidence * float(np.sqrt(np.sum(np.square(errors))))
-        step = 1.0 if changed else spread**2 / (spread**2 + doubt**2)
+        # Move as far as the evidence carries: all the way after a confirmed change, else shrunk
+        # as in positive-part James-Stein: the squared deviations over their standard errors
+        # sum to about ranks - 1 when the ranks are balanced and only the estimates scatter,
+        # and `confidence` of that much evidence is taken as noise.
+        errors = np.array([model.uncertainty() for model in self.models])
+        evidence = float(np.sum(np.square((now / now.mean() - 1.0) / errors)))
+        doubt = self.confidence * (self.ranks - 1)
+        step = 1.0 if changed else max(0.0, 1.0 - doubt / max(evidence, 1e-12))
         moved = self.split(np.maximum(self.shares + step * (best - self.shares), 1e-9))
         # Every new share is a new input shape, which MXNet pays for in memory planning: a
         # creep of a sample or two costs more than the imbalance it removes.
@@ -237,7 +263,6 @@ MODEL_PARAMETERS = {  # name: (lowest, highest) accepted value of the cost model
     "change_threshold": (0.0, 1e6),
     "noise_multiplier": (0.0, 1e6),
     "confirm": (1, 100),
-    "jump": (1.0, 1e6),
 }
 
 
@@ -247,7 +272,7 @@ def check_model_parameters(params):
         if name not in MODEL_PARAMETERS:
             raise ValueError(
                 f"adaptive has no parameter {name!r}; its parameters: dead_band, "
-                f"confidence, settle, min_move, {', '.join(MODEL_PARAMETERS)}"
+                f"confidence, settle, min_move, jump, {', '.join(MODEL_PARAMETERS)}"
             )
         lowest, highest = MODEL_PARAMETERS[name]
         kind = int if name == "confirm" else (int, float)
