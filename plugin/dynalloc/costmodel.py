@@ -35,11 +35,7 @@ class AffineCostModel:
     change_threshold: float = 0.25
     noise_multiplier: float = 4.0
     confirm: int = 2
-    # Mean absolute relative error, exponentially weighted once `checked` errors outweigh the
-    # forgetting; it starts as one pseudo-observation of 10%, so that the first observations,
-    # whose scatter nobody knows yet, do not carry the shares far.
-    noise: float = 0.1
-    checked: int = 0
+    noise: float = 0.05  # exponentially weighted mean absolute relative error
     sums: list = field(default_factory=lambda: [0.0] * 6)  # W, Sb, Sbb, St, Sbt, sum of w^2
     pending: list = field(default_factory=list)  # unconfirmed deviating observations (b, t, e)
 
@@ -87,9 +83,7 @@ class AffineCostModel:
         limit = max(self.change_threshold, self.noise_multiplier * self.noise)
         if abs(error) <= limit:
             self.pending.clear()
-            self.checked += 1
-            rate = max(1.0 - self.forgetting, 1.0 / (self.checked + 1))
-            self.noise += rate * (abs(error) - self.noise)
+            self.noise += (1.0 - self.forgetting) * (abs(error) - self.noise)
             self._add(share, seconds)
             return False
         if self.pending and math.copysign(1, error) != math.copysign(1, self.pending[-1][2]):

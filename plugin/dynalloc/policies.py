@@ -166,8 +166,8 @@ class OraclePolicy(Policy):
 class AdaptivePolicy(Policy):
     """Ours: per-rank online affine cost models; the split that minimises the slowest rank's
     predicted time exactly (integers, bounds); no move while the predicted spread of finish times
-    is within `dead_band`, and a step shrunk towards zero as the imbalance nears what the
-    estimates' standard errors alone would show (so noise does not move shares). What sets the
+    is within `dead_band`, and a step shrunk towards zero when that spread is within `confidence`
+    standard errors of the estimates (so noise does not move shares). What sets the
     split is each rank's speed relative to the others, so the models see times divided by the
     slowdown the ranks share (an OS hiccup, the machine's drift). A confirmed change of a rank's
     speed rescales its model and moves at once, with full steps for `settle` iterations while
@@ -181,7 +181,7 @@ class AdaptivePolicy(Policy):
 
     def __init__(
         self, ranks, global_batch, min_share=1, max_share=None,
-        dead_band=0.02, confidence=0.5, settle=3, min_move=0.02, jump=2.0, **model,
+        dead_band=0.02, confidence=1.0, settle=3, min_move=0.02, jump=2.0, **model,
     ):  # fmt: skip
         super().__init__(ranks, global_batch, min_share, max_share)
         numbers = (dead_band, confidence, settle, min_move, jump)
@@ -239,14 +239,11 @@ class AdaptivePolicy(Policy):
         spread = (now.max() - now.min()) / now.mean()
         if not changed and spread <= self.dead_band:
             return self.shares
-        # Move as far as the evidence carries: all the way after a confirmed change, else shrunk
-        # as in positive-part James-Stein: the squared deviations over their standard errors
-        # sum to about ranks - 1 when the ranks are balanced and only the estimates scatter,
-        # and `confidence` of that much evidence is taken as noise.
-        errors = np.array([model.uncertainty() for model in self.models])
-        evidence = float(np.sum(np.square((now / now.mean() - 1.0) / errors)))
-        doubt = self.confidence * (self.ranks - 1)
-        step = 1.0 if changed else max(0.0, 1.0 - doubt / max(evidence, 1e-12))
+        # Move as far as the evidence carries: all the way after a confirmed change, or when the
+        # imbalance dwarfs the estimates' standard error, a little when it is within the noise.
+        errors = sorted(model.uncertainty() for model in self.models)[-2:]
+        doubt = self.confidence * float(np.sqrt(np.sum(np.square(errors))))
+        step = 1.0 if changed else spread**2 / (spread**2 + doubt**2)
         moved = self.split(np.maximum(self.shares + step * (best - self.shares), 1e-9))
         # Every new share is a new input shape, which MXNet pays for in memory planning: a
         # creep of a sample or two costs more than the imbalance it removes.

@@ -103,15 +103,14 @@ AFFINE = ([0.05, 0.15], [1e-3, 3e-3])  # rank 1 three times slower, overhead 5-9
 
 
 def test_adaptive_balances_noisy_affine_ranks_within_10_iterations_and_stays():
-    """±10% noise on every measurement: one seed in twenty may still be over 5% at iteration 10
-    (the first step leaves a residual that the noise hides until the estimates firm up); all
-    are balanced from 20 on."""
+    """±10% noise on every measurement: one seed in twenty may still be a hair over 5% at
+    iteration 10 (an early step on two noisy samples); all are balanced from 15 on."""
     late = []
     for seed in range(20):
         trace = simulate(make_policy("adaptive", 2, 1024), *AFFINE, 100, noise=0.1, seed=seed)
         spread = trace.spread()
         late.append(spread[10:].max())
-        assert spread[20:].max() < 0.05, (seed, spread.round(3))
+        assert spread[15:].max() < 0.05, (seed, spread.round(3))
         moves = np.count_nonzero(np.any(np.diff(trace.shares[10:], axis=0), axis=1))
         assert moves <= 15, f"seed {seed}: {moves} moves in 90 steady iterations: oscillating"
     assert np.count_nonzero(np.array(late) >= 0.05) <= 1, np.round(late, 3)
@@ -190,22 +189,6 @@ def test_a_slowdown_every_rank_shares_moves_no_share():
             speed=lambda i: [2.0] * 4 if i % 17 == 5 else [1.0] * 4,
         )
         assert np.all(trace.shares == 128), trace.shares[np.any(trace.shares != 128, axis=1)]
-
-
-def test_four_jittered_identical_ranks_keep_nearly_equal_shares():
-    """The bench's noisy scenario: identical ranks, each iteration's time jittered by ±23%.
-    Equal shares are right all along. Steps trusted as if four estimates scattered no more than
-    two carried the shares 36% out of balance at worst and through 22 distinct splits in 118
-    iterations (means over ten seeds); the shrinkage by the scatter of all ranks holds them
-    far closer."""
-    worst, shapes = [], []
-    for seed in range(10):
-        trace = simulate(
-            make_policy("adaptive", 4, 512), [0.012] * 4, [1e-3] * 4, 118, noise=0.23, seed=seed
-        )
-        worst.append(trace.spread().max())
-        shapes.append(len({tuple(row) for row in trace.shares}))
-    assert np.mean(worst) < 0.28 and np.mean(shapes) <= 17, (np.round(worst, 2), shapes)
 
 
 def test_proportional_chases_noise_where_adaptive_holds_still():
