@@ -50,20 +50,24 @@ def minmax_shares(intercepts, slopes, global_batch, min_share=1, max_share=None)
     lo = np.full(ranks, min_share, dtype=np.int64)
 
     def units_within(level):
-        # The most samples each rank can take without exceeding `level`.
-        fit = np.floor((level - a) / c)
-        return np.clip(np.nan_to_num(fit, nan=-1.0, posinf=hi.max(), neginf=-1.0), lo, hi)
+        # The most samples each rank can take without exceeding `level` (inputs are finite).
+        return np.minimum(np.maximum(np.floor((level - a) / c), lo), hi)
 
-    # Bisect for the water level at which the ranks can take (just under) B samples, then hand
-    # out the few remaining units greedily: the greedy step is exact for increasing costs.
+    # Bisect for a water level at which the ranks can take just under B samples, then hand out
+    # the remaining units greedily: from any level at or below the optimum's, the greedy step is
+    # exact for increasing costs, so the bisection stops once fewer than `ranks` units remain
+    # (a dozen halvings; this runs on every rank after every iteration).
     low = float(np.min(a + c * lo))
     high = float(np.max(a + c * hi))
     for _ in range(200):
         mid = 0.5 * (low + high)
         if mid in (low, high):
             break
-        if units_within(mid).sum() <= global_batch:
+        taken = units_within(mid).sum()
+        if taken <= global_batch:
             low = mid
+            if taken >= global_batch - ranks:
+                break
         else:
             high = mid
     shares = units_within(low).astype(np.int64)
