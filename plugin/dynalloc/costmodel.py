@@ -92,8 +92,7 @@ class AffineCostModel:
         needed = self.confirm if confirm is None else confirm
         if len(self.pending) < needed:
             return False  # maybe an outlier: hold it back, keep the model
-        self._rescale(self.pending)
-        self.pending.clear()
+        self.confirm_pending()
         return True
 
     def confirm_pending(self):

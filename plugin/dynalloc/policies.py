@@ -167,15 +167,15 @@ class AdaptivePolicy(Policy):
     """Ours: per-rank online affine cost models; the split that minimises the slowest rank's
     predicted time exactly (integers, bounds); no move while the predicted spread of finish times
     is within `dead_band`, and a step shrunk towards zero when that spread is within `confidence`
-    standard errors of the estimates (so noise does not move shares). What sets the
-    split is each rank's speed relative to the others, so the models see times divided by the
-    slowdown the ranks share (an OS hiccup, the machine's drift). A confirmed change of a rank's
-    speed rescales its model and moves at once, with full steps for `settle` iterations while
-    the rescaled model finds the new balance. One deviation confirms a change when the rank's
-    time doubled or halved (`jump`), and while the ranks settle after a change (a rank sharing
-    a core or a link with the changed one changes with it); a confirmed change also confirms
-    the deviations held back on other ranks (with two ranks, a change of either shows on both
-    once the common slowdown is divided out)."""
+    standard errors of the estimates (so noise does not move shares). What sets the split is each
+    rank's speed relative to the others, so the models see times divided by the slowdown the
+    ranks share (an OS hiccup, the machine's drift). A confirmed change of a rank's speed rescales
+    its model and moves at once, with full steps for `settle` iterations while the rescaled model
+    finds the new balance. One deviation confirms a change when the rank's time doubled or halved
+    (`jump`), and while the ranks settle after a change (a rank sharing a core or a link with the
+    changed one changes with it); a confirmed change also confirms the deviations held back on
+    other ranks (with two ranks, a change of either shows on both once the common slowdown is
+    divided out)."""
 
     name = "adaptive"
 
