@@ -6,7 +6,10 @@ small. Why a prior: while the shares stay put, the data cannot separate `a` from
 prior on the intercept's fraction of the time settles that direction (at a fixed point any split
 that fits the observation predicts the same time, so the prior costs nothing there). Why a change
 detector: exponential forgetting alone takes many iterations to follow a rank that suddenly runs
-three times slower; a confirmed change instead rescales the model at once.
+three times slower; a confirmed change instead rescales the model at once. A change too small
+to stand out of the noise in one look (a rank that gets more of a shared core as its neighbour
+slows) is confirmed by a cumulative sum (CUSUM) of the errors beyond the noise: a one-sided run
+that keeps coming adds up where each deviation alone would be noise.
 """
 
 import math
@@ -24,7 +27,10 @@ class AffineCostModel:
         shares have moved enough to tell `a` from `c`).
     change_threshold: least relative prediction error taken as a change of speed (a rank losing
         a fifth of its speed to a neighbour counts), raised to
-        `noise_multiplier` times the usual error on noisy ranks.
+        `noise_multiplier` times the usual error on noisy ranks; also the level a drift's
+        summed excess must reach.
+    drift_slack: errors within this many times the usual error add nothing to a drift (the
+        CUSUM's allowance: ~1.6 standard deviations, so noise alone rarely builds a drift).
     confirm: consecutive same-direction deviations needed to declare a change (1 reacts at once;
         2 ignores a single outlier at the cost of one iteration).
     """
@@ -35,9 +41,12 @@ class AffineCostModel:
     change_threshold: float = 0.25
     noise_multiplier: float = 4.0
     confirm: int = 2
+    drift_slack: float = 2.0
     noise: float = 0.05  # exponentially weighted mean absolute relative error
     sums: list = field(default_factory=lambda: [0.0] * 6)  # W, Sb, Sbb, St, Sbt, sum of w^2
     pending: list = field(default_factory=list)  # unconfirmed deviating observations (b, t, e)
+    drifting: list = field(default_factory=list)  # observations of the drift run (b, t, e)
+    drift: float = 0.0  # the run's summed excess over the slack
 
     @property
     def fitted(self):
@@ -83,9 +92,9 @@ class AffineCostModel:
         limit = max(self.change_threshold, self.noise_multiplier * self.noise)
         if abs(error) <= limit:
             self.pending.clear()
+            drifted = self._drifted(share, seconds, error)
             self.noise += (1.0 - self.forgetting) * (abs(error) - self.noise)
-            self._add(share, seconds)
-            return False
+            return drifted
         if self.pending and math.copysign(1, error) != math.copysign(1, self.pending[-1][2]):
             self.pending.clear()
         self.pending.append((share, seconds, error))
@@ -95,10 +104,37 @@ class AffineCostModel:
         self.confirm_pending()
         return True
 
+    def _drifted(self, share, seconds, error):
+        """CUSUM of the errors in one direction; True once the run's excess over the slack
+        reaches `change_threshold`. The run's observations are held back from the fit until
+        the run either ends (noise after all: they join the fit) or confirms a change."""
+        direction = math.copysign(1, self.drifting[0][2] if self.drifting else error)
+        self.drift = max(0.0, self.drift + direction * error - self.drift_slack * self.noise)
+        if self.drift == 0.0:
+            self._end_drift()
+            self._add(share, seconds)
+            return False
+        self.drifting.append((share, seconds, error))
+        if self.drift < self.change_threshold:
+            return False
+        self._rescale(self.drifting)
+        self.drifting.clear()
+        self.drift = 0.0
+        return True
+
+    def _end_drift(self):
+        """The drift run was noise after all (or predates a jump): its observations join the
+        fit as they are."""
+        for share, seconds, _ in self.drifting:
+            self._add(share, seconds)
+        self.drifting.clear()
+        self.drift = 0.0
+
     def confirm_pending(self):
         """Take the deviations held back as a change after all: another rank's confirmed change
         explains them (a change of one rank moves the common slowdown the others are measured
         against)."""
+        self._end_drift()
         if self.pending:
             self._rescale(self.pending)
             self.pending.clear()

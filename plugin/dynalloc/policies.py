@@ -175,7 +175,7 @@ class AdaptivePolicy(Policy):
     (`jump`), and while the ranks settle after a change (a rank sharing a core or a link with the
     changed one changes with it); a confirmed change also confirms the deviations held back on
     other ranks (with two ranks, a change of either shows on both once the common slowdown is
-    divided out)."""
+    divided out). A smaller change is confirmed by the cost model's cumulative sum of errors."""
 
     name = "adaptive"
 
@@ -259,6 +259,7 @@ MODEL_PARAMETERS = {  # name: (lowest, highest) accepted value of the cost model
     "prior_strength": (0.0, 1e6),
     "change_threshold": (0.0, 1e6),
     "noise_multiplier": (0.0, 1e6),
+    "drift_slack": (0.0, 1e6),
     "confirm": (1, 100),
 }
 
