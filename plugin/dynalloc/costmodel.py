@@ -45,7 +45,7 @@ class AffineCostModel:
     noise: float = 0.05  # exponentially weighted mean absolute relative error
     sums: list = field(default_factory=lambda: [0.0] * 6)  # W, Sb, Sbb, St, Sbt, sum of w^2
     pending: list = field(default_factory=list)  # unconfirmed deviating observations (b, t, e)
-    drifting: list = field(default_factory=list)  # observations of the drift run (b, t, e)
+    drifting: list = field(default_factory=list)  # the CUSUM run's observations (b, t, e)
     drift: float = 0.0  # the run's summed excess over the slack
 
     @property
@@ -105,49 +105,42 @@ class AffineCostModel:
         return True
 
     def _drifted(self, share, seconds, error):
-        """CUSUM of the errors in one direction; True once the run's excess over the slack
-        reaches `change_threshold`. The run's observations are held back from the fit until
-        the run either ends (noise after all: they join the fit) or confirms a change."""
+        """Feed the fit and a CUSUM of the errors in one direction; True once the run's excess
+        over the slack reaches `change_threshold`, when the history before the run is rescaled
+        to the run's level (the run's own observations are at that level already)."""
+        self._add(share, seconds)
         direction = math.copysign(1, self.drifting[0][2] if self.drifting else error)
         self.drift = max(0.0, self.drift + direction * error - self.drift_slack * self.noise)
-        if self.drift == 0.0:
-            self._end_drift()
-            self._add(share, seconds)
-            return False
-        self.drifting.append((share, seconds, error))
+        self.drifting = [*self.drifting, (share, seconds, error)] if self.drift else []
         if self.drift < self.change_threshold:
             return False
         self._rescale(self.drifting)
-        self.drifting.clear()
-        self.drift = 0.0
         return True
-
-    def _end_drift(self):
-        """The drift run was noise after all (or predates a jump): its observations join the
-        fit as they are."""
-        for share, seconds, _ in self.drifting:
-            self._add(share, seconds)
-        self.drifting.clear()
-        self.drift = 0.0
 
     def confirm_pending(self):
         """Take the deviations held back as a change after all: another rank's confirmed change
         explains them (a change of one rank moves the common slowdown the others are measured
         against)."""
-        self._end_drift()
         if self.pending:
+            for share, seconds, _ in self.pending:
+                self._add(share, seconds)
             self._rescale(self.pending)
-            self.pending.clear()
 
-    def _rescale(self, observations):
-        """Take the jump as a change of speed: slowing a rank (contention, throttling, a slower
-        device) scales its overhead and its per-sample cost alike. Scaling the history keeps
-        what it knew about the split between the two, so the very next split is balanced."""
-        ratio = sum(1.0 + error for _, _, error in observations) / len(observations)
-        self.sums[3] *= ratio
-        self.sums[4] *= ratio
-        for share, seconds, _ in observations:
-            self._add(share, seconds)
+    def _rescale(self, recent):
+        """Take the change as a change of speed: slowing a rank (contention, throttling, a
+        slower device) scales its overhead and its per-sample cost alike. Scaling the history
+        before the `recent` observations that showed the change (already in the fit, newest
+        last) keeps what it knew about the split between the two, so the very next split is
+        balanced."""
+        ratio = sum(1.0 + error for _, _, error in recent) / len(recent)
+        known_t = known_bt = 0.0  # the recent observations' part of the weighted sums
+        for age, (share, seconds, _) in enumerate(reversed(recent)):
+            weight = self.forgetting**age
+            known_t += weight * seconds
+            known_bt += weight * share * seconds
+        self.sums[3] = ratio * self.sums[3] - (ratio - 1.0) * known_t
+        self.sums[4] = ratio * self.sums[4] - (ratio - 1.0) * known_bt
+        self.pending, self.drifting, self.drift = [], [], 0.0
 
     def _add(self, share, seconds):
         keep = self.forgetting
