@@ -143,6 +143,8 @@ def test_contention_needs_pinned_cores():
         ({"confirm": 0}, "confirm"),
         ({"settle": -1}, "settle"),
         ({"sums": [1]}, "no parameter 'sums'"),
+        ({"drift_slack": -1}, "drift_slack must be"),
+        ({"drifting": [1]}, "no parameter 'drifting'"),
     ],
 )
 def test_adaptive_parameters_are_checked(params, fragment):
