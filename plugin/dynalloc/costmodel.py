@@ -92,6 +92,7 @@ class AffineCostModel:
         limit = max(self.change_threshold, self.noise_multiplier * self.noise)
         if abs(error) <= limit:
             self.pending.clear()
+            self._add(share, seconds)
             drifted = self._drifted(share, seconds, error)
             self.noise += (1.0 - self.forgetting) * (abs(error) - self.noise)
             return drifted
@@ -105,13 +106,15 @@ class AffineCostModel:
         return True
 
     def _drifted(self, share, seconds, error):
-        """Feed the fit and a CUSUM of the errors in one direction; True once the run's excess
-        over the slack reaches `change_threshold`, when the history before the run is rescaled
-        to the run's level (the run's own observations are at that level already)."""
-        self._add(share, seconds)
+        """A CUSUM of the errors in one direction; True once the run's excess over the slack
+        reaches `change_threshold`, when the history before the run is rescaled to the run's
+        level (the run's own observations, already in the fit, are at that level)."""
         direction = math.copysign(1, self.drifting[0][2] if self.drifting else error)
         self.drift = max(0.0, self.drift + direction * error - self.drift_slack * self.noise)
-        self.drifting = [*self.drifting, (share, seconds, error)] if self.drift else []
+        if self.drift == 0.0:
+            self.drifting.clear()
+            return False
+        self.drifting.append((share, seconds, error))
         if self.drift < self.change_threshold:
             return False
         self._rescale(self.drifting)

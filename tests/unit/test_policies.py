@@ -246,3 +246,12 @@ def test_adaptive_survives_shares_driven_to_the_minimum():
     for model in policy.models:
         a, c = model.coefficients()
         assert np.isfinite(a) and c > 0 and model.sums[3] > 0
+
+
+def test_adaptive_with_a_zero_change_threshold_runs():
+    """Regression: with change_threshold 0 (an accepted value) an error-free observation made
+    the drift detector rescale by the mean of no observations."""
+    trace = simulate(
+        make_policy("adaptive", 2, 256, change_threshold=0.0), [0.01] * 2, [1e-3, 2e-3], 30
+    )
+    assert np.all(trace.shares.sum(axis=1) == 256)
