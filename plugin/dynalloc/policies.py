@@ -175,7 +175,8 @@ class AdaptivePolicy(Policy):
     (`jump`), and while the ranks settle after a change (a rank sharing a core or a link with the
     changed one changes with it); a confirmed change also confirms the deviations held back on
     other ranks (with two ranks, a change of either shows on both once the common slowdown is
-    divided out). A smaller change is confirmed by the cost model's cumulative sum of errors."""
+    divided out). A smaller change is confirmed by the cost model's cumulative sum of errors.
+    The first iteration (MXNet's warm-up) counts only when it shows a jump."""
 
     name = "adaptive"
 
@@ -204,11 +205,15 @@ class AdaptivePolicy(Policy):
         self.min_move, self.jump = min_move, jump
         check_model_parameters(model)
         self.models = [AffineCostModel(**model) for _ in range(ranks)]
+        self.warm_up = True  # the next update reports MXNet's first iteration
 
     def _next(self, shares, seconds, iteration, epoch):
+        used = shares > 0  # an epoch's last batch may leave a rank without samples
+        warm_up, self.warm_up = self.warm_up, False
+        if warm_up and self._warm_up_noise(shares, seconds, used):
+            return self.shares
         settling = 1 if self.settling else None
         confirm = [settling] * self.ranks
-        used = shares > 0  # an epoch's last batch may leave a rank without samples
         if all(model.fitted for model in self.models) and used.any():
             sizes = np.maximum(shares, 1)
             predicted = np.array(
@@ -251,6 +256,14 @@ class AdaptivePolicy(Policy):
         if not changed and relative.max() < self.min_move:
             return self.shares
         return moved
+
+    def _warm_up_noise(self, shares, seconds, used):
+        """Whether the first iteration's times are MXNet's warm-up (binding the graph, planning
+        memory), which makes identical ranks differ by up to a quarter, rather than a difference
+        of speed: only ranks `jump` times apart in per-sample time show through it. Warm-up
+        noise is left out of the models, which start with the next iteration."""
+        per_sample = seconds[used] / shares[used]
+        return per_sample.max() < self.jump * per_sample.min()
 
 
 MODEL_PARAMETERS = {  # name: (lowest, highest) accepted value of the cost model's tunables
