@@ -209,9 +209,10 @@ class AdaptivePolicy(Policy):
 
     def _next(self, shares, seconds, iteration, epoch):
         used = shares > 0  # an epoch's last batch may leave a rank without samples
-        warm_up, self.warm_up = self.warm_up, False
-        if warm_up and self._warm_up_noise(shares, seconds, used):
-            return self.shares
+        if self.warm_up:
+            self.warm_up = False
+            if self._warm_up_noise(shares, seconds, used):
+                return self.shares
         settling = 1 if self.settling else None
         confirm = [settling] * self.ranks
         if all(model.fitted for model in self.models) and used.any():
