@@ -108,6 +108,18 @@ def check_resumable(path, saved, config):
             )
 
 
+def layout(state):
+    """The attribute names of `state` and of the objects it holds (the first object of a list).
+    A policy pickled by another version of dynalloc unpickles without complaint and fails later
+    on an attribute this version added; comparing layouts tells such a state in advance."""
+    if isinstance(state, list | tuple):
+        return tuple(layout(item) for item in state[:1] if hasattr(item, "__dict__"))
+    if hasattr(state, "__dict__"):
+        attributes = sorted((name, layout(value)) for name, value in vars(state).items())
+        return type(state).__qualname__, tuple(attributes)
+    return None
+
+
 def remove_all(out):
     for path in existing(out):
         path.unlink(missing_ok=True)

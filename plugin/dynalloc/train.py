@@ -367,10 +367,14 @@ class Run:
         for i, tensor in enumerate(self.dyn.state.tensors):
             tensor[:] = mine[i] if mine else np.mean([f[i] for f in fixed], axis=0)
         old, new = saved["config"], self.config
-        if all(old[k] == new[k] for k in ("policy", "ranks", "min_share", "max_share")):
-            self.dyn.policy = saved["policy"]
-        else:
+        if not all(old[k] == new[k] for k in ("policy", "ranks", "min_share", "max_share")):
             self.notes.append("policy or ranks changed since the checkpoint: shares start afresh")
+        elif checkpoint.layout(saved["policy"]) != checkpoint.layout(self.dyn.policy):
+            self.notes.append(
+                "the checkpoint's policy state is another version's: shares start afresh"
+            )
+        else:
+            self.dyn.policy = saved["policy"]
         self.reseed()
 
     def reseed(self):

@@ -120,6 +120,22 @@ def test_resume_may_change_the_policy_and_the_number_of_ranks(digits, tmp_path):
     assert worst_difference(tmp_path / "whole", tmp_path / "run") <= 1e-4  # the same SGD
 
 
+def test_a_policy_state_of_another_version_starts_afresh_instead_of_failing(digits, tmp_path):
+    """A checkpoint written before adaptive had its warm-up flag: the resumed run used to stop
+    with an AttributeError at its first update."""
+    config = write_config(tmp_path, "run", dataset=str(digits))
+    kill_a_rank(config, tmp_path / "run", 2)
+    newest = checkpoint.existing(tmp_path / "run")[0]
+    saved = checkpoint.read(newest)
+    del saved["policy"].warm_up
+    newest.unlink()
+    checkpoint.write(tmp_path / "run", saved["iteration"], saved, keep=3)
+    resumed = train(config, tmp_path / "run", 2)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "policy state is another version's: shares start afresh" in resumed.stderr
+    assert_logged_once(tmp_path / "run", 2)
+
+
 @pytest.mark.parametrize(("key", "value"), [("global_batch", 32), ("model", "lenet")])
 def test_resume_with_another_model_or_batch_is_refused(digits, tmp_path, key, value):
     config = write_config(tmp_path, "run", dataset=str(digits))

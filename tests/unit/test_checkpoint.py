@@ -1,12 +1,15 @@
-"""Checkpoint files: round trip, detection of damage, pruning, and the resume rules."""
+"""Checkpoint files: round trip, detection of damage, pruning, the resume rules, and telling a
+policy state pickled by another version."""
 
 import errno
 import os
+import pickle
 
 import numpy as np
 import pytest
 from dynalloc import checkpoint
 from dynalloc.errors import DynallocError
+from dynalloc.policies import POLICIES, make_policy
 
 CONFIG = {"dataset": "/d", "model": "lenet", "global_batch": 512, "seed": 0, "epochs": 2}
 
@@ -86,3 +89,24 @@ def test_resume_allows_another_policy_or_rank_count():
     checkpoint.check_resumable(
         "ck", {**CONFIG, "policy": {"name": "adaptive"}, "ranks": 2}, changed
     )
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_a_policy_keeps_its_layout_through_a_checkpoint_and_updates(name):
+    speeds = {"speeds": [1.0, 1.0, 1.0, 0.25]} if name == "oracle" else {}
+    fresh, used = (make_policy(name, 4, 512, **speeds) for _ in range(2))
+    shares = used.shares
+    for iteration, times in enumerate([[0.1, 0.1, 0.1, 0.4], [0.1, 0.1, 0.3, 0.1]] * 3):
+        shares = used.update(shares, times, iteration + 1, 0)
+    assert checkpoint.layout(pickle.loads(pickle.dumps(used))) == checkpoint.layout(fresh)
+
+
+def test_a_policy_pickled_by_another_version_is_told_by_its_layout():
+    """A checkpoint of an older adaptive, whose cost models had no drift detector and which
+    had no warm-up flag: it unpickles, and would fail at its first update."""
+    old = make_policy("adaptive", 2, 64)
+    del old.warm_up
+    assert checkpoint.layout(old) != checkpoint.layout(make_policy("adaptive", 2, 64))
+    old = make_policy("adaptive", 2, 64)
+    del old.models[0].drifting, old.models[1].drifting
+    assert checkpoint.layout(old) != checkpoint.layout(make_policy("adaptive", 2, 64))
