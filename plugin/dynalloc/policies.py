@@ -176,7 +176,8 @@ class AdaptivePolicy(Policy):
     changed one changes with it); a confirmed change also confirms the deviations held back on
     other ranks (with two ranks, a change of either shows on both once the common slowdown is
     divided out). A smaller change is confirmed by the cost model's cumulative sum of errors.
-    The first iteration (MXNet's warm-up) counts only when it shows a jump."""
+    The first iteration (MXNet's warm-up) counts only when it shows a jump, which the ranks then
+    settle after as after any change."""
 
     name = "adaptive"
 
@@ -213,6 +214,7 @@ class AdaptivePolicy(Policy):
             self.warm_up = False
             if self._warm_up_noise(shares, seconds, used):
                 return self.shares
+            self.settling = self.settle  # a jump: the ranks settle after it as after a change
         settling = 1 if self.settling else None
         confirm = [settling] * self.ranks
         if all(model.fitted for model in self.models) and used.any():
