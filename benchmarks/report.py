@@ -13,6 +13,7 @@ import datetime
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -53,13 +54,16 @@ def main():
     table = load(args.results)
     runs = races(table, load(args.repeats)) if args.repeats else None
     config = yaml.safe_load(args.config.read_text())
+    values = facts(table, runs)
+    try:  # before any figure is written: a failed report leaves the old one whole
+        discussion = "\n".join(path.read_text() for path in args.discussion).format(**values)
+    except KeyError as error:
+        sys.exit(f"error: the discussion cites {error}, which these results lack (--repeats?)")
     args.figures.mkdir(parents=True, exist_ok=True)
     figures = [
         throughput_figure(table, args.figures / "throughput.png"),
         shares_figure(args.results, table, "time-varying", args.figures / "time-varying.png"),
     ]
-    values = facts(table, runs)
-    discussion = "\n".join(path.read_text() for path in args.discussion).format(**values)
     repeats = [] if runs is None else ["## Repeats of the close races", "", repeated(table, runs)]
     text = "\n".join(
         [
@@ -111,6 +115,9 @@ def main():
 
 def load(results):
     """The pipeline's summary joined with its speedups over each group's static run."""
+    for name in ("summary.csv", "speedup.csv"):
+        if not (results / name).is_file():
+            sys.exit(f"error: {results / name} is missing: run the bench that writes {results}")
     summary = pd.read_csv(results / "summary.csv")
     speedup = pd.read_csv(results / "speedup.csv")[["run", "speedup"]]
     table = summary.merge(speedup, on="run", how="left")
