@@ -126,6 +126,16 @@ def wait_fractions(iterations):
     return (sums["wait_s"] / busy.where(busy > 0)).fillna(0.0)
 
 
+def measured_speeds(iterations):
+    """Each rank's seconds per sample in each full iteration after the first (MXNet's warm-up),
+    iterations x ranks: the machine a run met, for `simulate.replay` to drive other policies on.
+    An epoch's last, smaller batch is left out: a rank may have no sample in it."""
+    by_rank = iterations.pivot(index="iteration", columns="rank")
+    batch = by_rank["batch_size"]
+    full = batch.sum(axis=1) == batch.sum(axis=1).max()
+    return (by_rank["compute_s"] / batch)[full].iloc[1:].to_numpy()
+
+
 def iterations_until_balanced(iterations, events):
     """The most iterations any event took until the split was balanced again (see SPLIT_TOLERANCE;
     0: at once); None if after some event it never was. Events after the last iteration are

@@ -1,7 +1,8 @@
-"""Drive a policy with simulated affine ranks: the same policy objects as training, no processes.
+"""Drive a policy with simulated ranks: the same policy objects as training, no processes.
 
-Used by the tests to check convergence, stability and reaction to changes of speed, and handy to
-try a policy's parameters before spending cluster time.
+`simulate` runs affine ranks (the tests check convergence, stability and reaction to changes of
+speed with it; handy to try a policy's parameters before spending cluster time); `replay` runs
+the speeds a real run measured, so that policies can be compared on the very same machine.
 """
 
 from dataclasses import dataclass
@@ -41,3 +42,26 @@ def simulate(policy, intercepts, slopes, iterations, noise=0.0, seed=0, speed=No
         exact.append(true)
         shares = policy.update(shares, seconds, i + 1, 0)
     return Trace(np.array(used), np.array(measured), np.array(exact))
+
+
+def replay(policy, per_sample, new_shape=0.0):
+    """Drive `policy` with speeds measured in a real run: rank r needs `share * per_sample[i, r]`
+    seconds at step i, `1 + new_shape` times that the first time it computes a share (MXNet
+    plans memory for every new input shape; benchmarks/new_shape.py measures it).
+
+    Every policy replayed on one run's speeds meets the same machine, second by second: the
+    paired comparison that separate runs, each on its own drifting machine, cannot give.
+    """
+    per_sample = np.asarray(per_sample, dtype=float)
+    shares = policy.shares.copy()
+    seen = [set() for _ in range(per_sample.shape[1])]
+    used, measured = [], []
+    for i, speeds in enumerate(per_sample):
+        first = np.array([share not in known for share, known in zip(shares, seen, strict=True)])
+        for share, known in zip(shares, seen, strict=True):
+            known.add(share)
+        seconds = shares * speeds * np.where(first, 1.0 + new_shape, 1.0)
+        used.append(shares)
+        measured.append(seconds)
+        shares = policy.update(shares, seconds, i + 1, 0)
+    return Trace(np.array(used), np.array(measured), np.array(measured))
