@@ -7,88 +7,24 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from dynalloc.cli import main
 from dynalloc.errors import DynallocError
+from helpers import make_run
 from hypothesis import given
 from hypothesis import strategies as st
 
 pd = pytest.importorskip("pandas")
 imread = pytest.importorskip("matplotlib.image").imread
 
-from dynalloc.analysis import compare, iterations_until_balanced, summarize_run  # noqa: E402
+from dynalloc.analysis import (  # noqa: E402
+    compare,
+    iterations_until_balanced,
+    load_run,
+    measured_speeds,
+    summarize_run,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def make_run(root, name, compute, policy="static", labels=None, changes=(), shares=None, **metrics):
-    """A run directory as `dynalloc train` writes it; `compute[i][r]`: rank r's compute_s at
-    iteration i, waits follow the contract (slowest compute - own); `shares[i][r]` rank r's
-    batch_size at iteration i (default: an even split of 8 samples)."""
-    compute = np.asarray(compute, dtype=float)
-    iterations, ranks = compute.shape
-    if shares is None:
-        shares = [[8 // ranks + (r < 8 % ranks) for r in range(ranks)]] * iterations
-    run_dir = root / name
-    run_dir.mkdir(parents=True)
-    config = {
-        "model": "lenet",
-        "policy": {"name": policy},
-        "global_batch": 8,
-        "ranks": ranks,
-        "scenario": {"slowdown": [1.0] * ranks, "changes": list(changes)},
-        "seed": 7,
-        "target_accuracy": 0.9,
-    }
-    if labels is not None:
-        config["labels"] = labels
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
-    rows = [
-        {
-            "iteration": i,
-            "epoch": i // 4,
-            "rank": r,
-            "batch_size": shares[i][r],
-            "compute_s": compute[i, r],
-            "sync_s": 0.01,
-            "wait_s": compute[i].max() - compute[i, r],
-            "iteration_s": compute[i].max() + 0.01,
-            "loss": 1.0 / (i + 1),
-            "slowdown": 1.0,
-            "policy": policy,
-        }
-        for i in range(iterations)
-        for r in range(ranks)
-    ]
-    pd.DataFrame(rows).to_csv(run_dir / "iterations.csv", index=False)
-    pd.DataFrame(
-        {
-            "epoch": [0, 1],
-            "wall_s": [1.0, 2.0],
-            "train_loss": [2.0, 1.0],
-            "test_loss": [2.5, 1.5],
-            "test_accuracy": [0.5, 0.75],
-        }
-    ).to_csv(run_dir / "epochs.csv", index=False)
-    values = {
-        "policy": policy,
-        "ranks": ranks,
-        "model": "lenet",
-        "global_batch": 8,
-        "iterations": iterations,
-        "samples": 8 * iterations,
-        "wall_s": 2.0,
-        "samples_per_s": 100.0,
-        "mean_wait_fraction": 0.0,
-        "wait_fraction_per_rank": [0.0] * ranks,
-        "final_test_loss": 1.5,
-        "final_test_accuracy": 0.75,
-        "target_accuracy": 0.9,
-        "time_to_target_s": None,
-        **metrics,
-    }
-    (run_dir / "metrics.json").write_text(json.dumps(values))
-    return run_dir
 
 
 def with_imbalance(values):
@@ -119,6 +55,14 @@ def test_summary_fields(tmp_path):
         "time_to_target_s": None,
         "iterations_until_balanced": None,  # rank 0 waits half its time: never balanced
     }
+
+
+def test_measured_speeds_leave_out_the_warm_up_and_a_short_last_batch(tmp_path):
+    compute = [[9.0, 9.0], [1.0, 2.0], [2.0, 2.0], [0.5, 0.5]]
+    shares = [[4, 4], [4, 4], [5, 3], [2, 1]]  # the last iteration: an epoch's 3-sample rest
+    run = make_run(tmp_path, "run", compute, shares=shares)
+    speeds = measured_speeds(load_run(run).iterations)
+    assert np.allclose(speeds, [[1 / 4, 2 / 4], [2 / 5, 2 / 3]])
 
 
 def test_summary_without_labels_names_the_directory(tmp_path):
