@@ -23,11 +23,18 @@ import yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from dynalloc.analysis import load_run, measured_speeds  # noqa: E402
+from dynalloc.errors import DynallocError  # noqa: E402
 from dynalloc.fsutil import atomic_write  # noqa: E402
+from dynalloc.policies import make_policy  # noqa: E402
+from dynalloc.simulate import replay  # noqa: E402
 
 ORDER = ["static", "proportional", "dbs", "controller", "oracle", "adaptive", "dist_sync"]
 COMPETITORS = ["static", "proportional", "dbs", "controller", "dist_sync"]  # non-oracle
 STATIC_SCENARIOS = ["homogeneous", "hetero-1-2", "hetero-1-4"]
+# What a replay can drive: oracle needs the speeds in advance, dist_sync is MXNet's own.
+REPLAYED = ["static", "proportional", "dbs", "controller", "adaptive"]
+NEW_SHAPE = 0.07  # benchmarks/new_shape.py: a share LeNet has not computed costs 4-11%, once
 REPEATS_COMMAND = "make bench-repeats    # seeds 1 and 2 of the close races, then the report again"
 COLUMNS = {
     "policy": "policy",
@@ -52,9 +59,16 @@ def main():
     args = parser.parse_args()
 
     table = load(args.results)
-    runs = races(table, load(args.repeats)) if args.repeats else None
+    tables = [(args.results, table)]
+    if args.repeats:
+        tables.append((args.repeats, load(args.repeats)))
+    runs = races(table, tables[1][1]) if args.repeats else None
     config = yaml.safe_load(args.config.read_text())
-    values = facts(table, runs)
+    try:
+        replays = replay_ratios(replayed(tables))
+    except DynallocError as error:
+        sys.exit(f"error: {error}")
+    values = facts(table, runs, replays)
     try:  # before any figure is written: a failed report leaves the old one whole
         discussion = "\n".join(path.read_text() for path in args.discussion).format(**values)
     except KeyError as error:
@@ -96,6 +110,10 @@ def main():
             results(table),
             "",
             *repeats,
+            "## Paired replay: every policy on the same measured speeds",
+            "",
+            paired(replays),
+            "",
             "## Same maths, same accuracy",
             "",
             accuracy(table, runs),
@@ -140,11 +158,13 @@ def lenet(table, scenario):
     return rows.set_index("policy")
 
 
-def facts(table, runs=None):
+def facts(table, runs=None, replays=None):
     """Every number the discussion may cite, by `{kind[scenario][policy]}`; with repeats also
     `median` and `median_wait` (samples/s and mean wait fraction over the seeds) and `paired`,
     `lowest`, `highest` (the median, least and greatest of adaptive's per-seed ratios to each
-    rival)."""
+    rival); with replays `replay` and `replay_free` (adaptive's median ratio to each rival on the
+    same speeds, with and without the new-shape cost), `wins` (on how many runs' speeds adaptive
+    was faster, with that cost) and `traces` (how many runs' speeds there were)."""
     values = {"sps": {}, "speedup": {}, "wait": {}, "accuracy": {}, "balance": {}, "ratio": {}}
     for scenario in table.loc[table["model"] == "lenet", "scenario"].unique():
         rows = lenet(table, scenario)
@@ -176,6 +196,15 @@ def facts(table, runs=None):
             for kind, statistic in (("paired", np.median), ("lowest", min), ("highest", max)):
                 values[kind][scenario] = {k: float(statistic(v)) for k, v in against.items()}
         values["seed_spread"] = float(seed_spreads(runs).max())
+    if replays is not None:
+        values.update(replay={}, replay_free={}, wins={}, traces={})
+        for scenario, rows in replays.groupby("scenario"):
+            charged = rows[rows["new_shape"] > 0].set_index("rival")
+            free = rows[rows["new_shape"] == 0].set_index("rival")
+            values["replay"][scenario] = charged["median"].to_dict()
+            values["replay_free"][scenario] = free["median"].to_dict()
+            values["wins"][scenario] = charged["wins"].to_dict()
+            values["traces"][scenario] = int(charged["traces"].max())
     return values
 
 
@@ -187,35 +216,42 @@ def targets(table, values, runs=None):
         "equally all along) is marked *within noise*: one run can neither confirm nor refute it. "
         "Where `make bench-repeats` ran both policies again (seeds 1 and 2, below), the target "
         "is judged on the median of the per-seed ratios, and marked *within noise* when that "
-        "misses but one seed's runs met it.",
+        "misses but one seed's runs met it. The last column is the paired replay (below): "
+        "`adaptive` against its closest rival on the same measured speeds.",
         "",
-        "| target | measured | met |",
-        "|---|---|---|",
+        "| target | measured | met | paired replay |",
+        "|---|---|---|---|",
     ]
     for scenario in sorted(table.loc[table["model"] == "lenet", "scenario"].unique()):
         rivals = [p for p in lenet(table, scenario).index if p in COMPETITORS]
         against = {rival: ratios(table, runs, scenario, "adaptive", rival) for rival in rivals}
         closest = min(against, key=lambda rival: np.median(against[rival]))
         measured, met = verdict(against[closest], 1.0, noise, closest)
-        lines.append(f"| `adaptive` fastest non-oracle policy, {scenario} | {measured} | {met} |")
+        lines.append(
+            f"| `adaptive` fastest non-oracle policy, {scenario} | {measured} | {met} "
+            f"| {closest_replay(values, scenario)} |"
+        )
     for scenario in STATIC_SCENARIOS:
         if "oracle" in lenet(table, scenario).index:
             oracle = ratios(table, runs, scenario, "adaptive", "oracle")
             measured, met = verdict(oracle, 0.95, noise, "oracle")
-            lines.append(f"| `adaptive` within 5% of `oracle`, {scenario} | {measured} | {met} |")
+            lines.append(
+                f"| `adaptive` within 5% of `oracle`, {scenario} | {measured} | {met} | – |"
+            )
     balance = values["balance"].get("time-varying", {}).get("adaptive")
     if balance is not None:
         met = not pd.isna(balance) and balance <= 5
         shown = "never" if pd.isna(balance) else f"{int(balance)}"
         lines.append(
             f"| `adaptive` balanced again within 5 iterations of each change, time-varying | "
-            f"{shown} iterations (worst change) | {mark(met)} |"
+            f"{shown} iterations (worst change) | {mark(met)} | – |"
         )
     if "static" in lenet(table, "homogeneous").index:
         homogeneous = ratios(table, runs, "homogeneous", "adaptive", "static")
         measured, met = verdict(homogeneous, 0.98, noise, "static")
         lines.append(
-            f"| `adaptive` at most 2% slower than `static`, homogeneous | {measured} | {met} |"
+            f"| `adaptive` at most 2% slower than `static`, homogeneous | {measured} | {met} "
+            f"| {closest_replay(values, 'homogeneous', 'static')} |"
         )
     for scenario, rows in ((s, lenet(table, s)) for s in table["scenario"].unique()):
         if {"static", "dist_sync"} <= set(rows.index):
@@ -223,9 +259,114 @@ def targets(table, values, runs=None):
             measured, met = verdict(baseline, 1.0, noise, "dist_sync")
             lines.append(
                 f"| `static` (MPI) at least as fast per sample as MXNet `dist_sync`, {scenario} "
-                f"| {measured} | {met} |"
+                f"| {measured} | {met} | – |"
             )
     return "\n".join(lines)
+
+
+def closest_replay(values, scenario, rival=None):
+    """adaptive's replayed ratio to `rival` (by default its closest) and on how many runs'
+    speeds it was the faster; a dash without replays."""
+    replays = values.get("replay", {}).get(scenario)
+    if not replays:
+        return "–"
+    rival = rival or min(replays, key=replays.get)
+    wins, traces = values["wins"][scenario][rival], values["traces"][scenario]
+    return f"{replays[rival]:.3f}× `{rival}`, faster on {wins} of {traces}"
+
+
+def replayed(tables):
+    """Each LeNet run's measured speeds (of `make bench` and the repeats) with every policy its
+    scenario's grid ran replayed on them, with and without the new-shape cost: one row per
+    (scenario, run, new_shape, policy) with the replayed seconds."""
+    grid = tables[0][1]
+    rows = []
+    for results, table in tables:
+        measured = table[(table["model"] == "lenet") & (table["policy"] != "dist_sync")]
+        for _, run in measured.iterrows():
+            speeds = measured_speeds(load_run(results / "runs" / run["run"] / "train").iterations)
+            policies = [p for p in lenet(grid, run["scenario"]).index if p in REPLAYED]
+            for new_shape, policy in ((n, p) for n in (0.0, NEW_SHAPE) for p in policies):
+                ranks, batch = speeds.shape[1], int(run["global_batch"])
+                trace = replay(make_policy(policy, ranks, batch), speeds, new_shape)
+                rows.append(
+                    {
+                        "scenario": run["scenario"],
+                        "trace": f"{results}/{run['run']}",
+                        "new_shape": new_shape,
+                        "policy": policy,
+                        "seconds": float(trace.times.max(axis=1).sum()),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def replay_ratios(replays):
+    """adaptive against each rival on the same speeds: per (scenario, new_shape, rival) the
+    median of the rival's replayed seconds over adaptive's, and on how many runs' speeds
+    adaptive was the faster."""
+    wide = replays.pivot_table(
+        index=["scenario", "new_shape", "trace"], columns="policy", values="seconds"
+    )
+    rows = []
+    for (scenario, new_shape), speeds in wide.groupby(level=["scenario", "new_shape"]):
+        for rival in (p for p in REPLAYED if p in speeds.columns and p != "adaptive"):
+            ratio = (speeds[rival] / speeds["adaptive"]).dropna()
+            if len(ratio):
+                rows.append(
+                    {
+                        "scenario": scenario,
+                        "new_shape": new_shape,
+                        "rival": rival,
+                        "median": float(ratio.median()),
+                        "wins": int((ratio > 1).sum()),
+                        "traces": len(ratio),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def paired(replays):
+    """The replay tables: adaptive × each rival, without and with the new-shape cost."""
+    lines = [
+        "Separate runs meet separate machines: in the repeats above one policy's samples/s moves "
+        "by several percent from seed to seed, more than the policies differ. A replay removes "
+        "that: every run above (any policy, any seed; `dist_sync` aside) logged how many "
+        "seconds each rank took per sample in each iteration, and every policy is driven "
+        "through those same seconds (`dynalloc.simulate.replay`; a rank given `b` samples in "
+        "iteration `i` takes `b` times its measured seconds per sample there). Each cell is the "
+        "median over those runs of the rival's replayed time over `adaptive`'s (above 1: "
+        "`adaptive` faster), and on how many runs' speeds `adaptive` was the faster. What a "
+        "replay leaves out: the fixed part of an iteration's cost (it scales the whole time "
+        "with the share), the exchange (the same for every policy) and how a share would change "
+        "a neighbour's speed on a shared core.",
+        "",
+    ]
+    rivals = [p for p in REPLAYED if p in set(replays["rival"])]
+    for new_shape, rows in replays.groupby("new_shape"):
+        cost = (
+            "Without the cost of new shares:"
+            if new_shape == 0
+            else f"A share new to a rank costing {new_shape:.0%} of its time, once (the middle of "
+            "what `benchmarks/new_shape.py` measures, 4-11%):"
+        )
+        lines += [
+            cost,
+            "",
+            "| scenario | runs | " + " | ".join(f"`adaptive` × `{p}`" for p in rivals) + " |",
+            "|---|---|" + "---|" * len(rivals),
+        ]
+        for scenario, mine in rows.groupby("scenario"):
+            mine = mine.set_index("rival")
+            cells = [
+                f"{mine.loc[p, 'median']:.3f} ({mine.loc[p, 'wins']}/{mine.loc[p, 'traces']})"
+                if p in mine.index
+                else "–"
+                for p in rivals
+            ]
+            lines.append(f"| {scenario} | {mine['traces'].max()} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")
 
 
 def ratios(table, runs, scenario, mine, rival):

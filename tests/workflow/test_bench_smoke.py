@@ -76,4 +76,6 @@ def test_bench_smoke_runs_every_kind_of_run_and_writes_the_report(tmp_path):
     assert "| `adaptive` fastest non-oracle policy, homogeneous | median " in text, text
     assert "over 2 seeds" in text, text
     assert "| homogeneous | `static` | " in text and "| homogeneous | `dist_sync` | " not in text
+    # every policy replayed on the speeds of the four LeNet runs of ours (dist_sync is MXNet's)
+    assert "## Paired replay" in text and "| homogeneous | 4 | " in text, text
     assert (tmp_path / "figures" / "throughput.png").stat().st_size > 0

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import make_run
 
 pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
@@ -56,12 +57,14 @@ def test_missing_results_are_named_in_one_line_and_nothing_is_written(tmp_path):
     assert not (tmp_path / "B.md").exists() and not (tmp_path / "figures").exists()
 
 
-def test_a_discussion_citing_the_repeats_without_them_is_refused_before_any_figure(tmp_path):
+def bench_results(tmp_path, runs=True):
+    """A `make bench` results directory in small: static and adaptive, homogeneous, and (when
+    `runs`) their run directories, rank 1 twice as slow in every iteration."""
     results = tmp_path / "results"
     results.mkdir()
+    names = {p: f"fashion-mnist-lenet-{p}-homogeneous-r2-s0" for p in ("static", "adaptive")}
     rows = [
-        f"fashion-mnist-lenet-{p}-homogeneous-r2-s0,fashion-mnist,homogeneous,lenet,{p},2,0,"
-        f"512,118,40,{sps},0.03,0.05,0.86,40,"
+        f"{names[p]},fashion-mnist,homogeneous,lenet,{p},2,0,8,6,40,{sps},0.03,0.05,0.86,40,"
         for p, sps in (("static", 1500), ("adaptive", 1490))
     ]
     (results / "summary.csv").write_text(
@@ -70,6 +73,14 @@ def test_a_discussion_citing_the_repeats_without_them_is_refused_before_any_figu
         "time_to_target_s,iterations_until_balanced\n" + "\n".join(rows) + "\n"
     )
     (results / "speedup.csv").write_text("run,speedup\n")
+    if runs:
+        for policy, name in names.items():
+            make_run(results / "runs" / name, "train", [[0.4, 0.8]] * 6, policy=policy)
+    return results
+
+
+def test_a_discussion_citing_the_repeats_without_them_is_refused_before_any_figure(tmp_path):
+    results = bench_results(tmp_path)
     (tmp_path / "d.md").write_text("{paired[homogeneous][static]:.3f}\n")
     done = run_report(tmp_path, "--results", results, "--discussion", tmp_path / "d.md")
     assert done.returncode != 0
@@ -77,3 +88,40 @@ def test_a_discussion_citing_the_repeats_without_them_is_refused_before_any_figu
         "error: the discussion cites 'paired', which these results lack (--repeats?)"
     )
     assert not (tmp_path / "B.md").exists() and not (tmp_path / "figures").exists()
+
+
+def test_a_missing_run_is_named_in_one_line_before_any_figure(tmp_path):
+    results = bench_results(tmp_path, runs=False)
+    (tmp_path / "d.md").write_text("text\n")
+    done = run_report(tmp_path, "--results", results, "--discussion", tmp_path / "d.md")
+    assert done.returncode != 0
+    assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
+    assert "fashion-mnist-lenet-static-homogeneous-r2-s0" in done.stderr
+    assert not (tmp_path / "B.md").exists() and not (tmp_path / "figures").exists()
+
+
+def test_the_replay_sets_every_policy_on_each_runs_speeds(tmp_path):
+    """Both runs met a rank twice as slow: on either's speeds adaptive re-divides and static
+    cannot, so adaptive is the faster on 2 of 2, in the section and in the targets."""
+    results = bench_results(tmp_path)
+    (tmp_path / "d.md").write_text("{replay[homogeneous][static]:.2f} {wins[homogeneous][static]}")
+    done = run_report(tmp_path, "--results", results, "--discussion", tmp_path / "d.md")
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "B.md").read_text()
+    assert "| homogeneous | 2 | " in text, text
+    assert "faster on 2 of 2 |" in text, text
+    replayed, wins = text.strip().splitlines()[-1].split()
+    assert float(replayed) > 1.2 and wins == "2"
+
+
+def test_replay_ratios_count_the_runs_adaptive_was_faster_on():
+    frame = report.pd.DataFrame(
+        [
+            {"scenario": "s", "trace": t, "new_shape": 0.0, "policy": p, "seconds": v}
+            for t, times in (("a", (10, 11)), ("b", (10, 9)), ("c", (10, 12)))
+            for p, v in zip(("adaptive", "static"), times, strict=True)
+        ]
+    )
+    row = report.replay_ratios(frame).iloc[0]
+    assert (row["rival"], row["wins"], row["traces"]) == ("static", 2, 3)
+    assert row["median"] == 1.1
