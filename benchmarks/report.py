@@ -23,17 +23,14 @@ import yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from dynalloc.analysis import load_run, measured_speeds  # noqa: E402
+from dynalloc.analysis import replay_run  # noqa: E402
 from dynalloc.errors import DynallocError  # noqa: E402
 from dynalloc.fsutil import atomic_write  # noqa: E402
-from dynalloc.policies import make_policy  # noqa: E402
-from dynalloc.simulate import replay  # noqa: E402
+from dynalloc.policies import REPLAYABLE  # noqa: E402
 
 ORDER = ["static", "proportional", "dbs", "controller", "oracle", "adaptive", "dist_sync"]
 COMPETITORS = ["static", "proportional", "dbs", "controller", "dist_sync"]  # non-oracle
 STATIC_SCENARIOS = ["homogeneous", "hetero-1-2", "hetero-1-4"]
-# What a replay can drive: oracle needs the speeds in advance, dist_sync is MXNet's own.
-REPLAYED = ["static", "proportional", "dbs", "controller", "adaptive"]
 NEW_SHAPE = 0.07  # benchmarks/new_shape.py: a share LeNet has not computed costs 4-11%, once
 REPEATS_COMMAND = "make bench-repeats    # seeds 1 and 2 of the close races, then the report again"
 COLUMNS = {
@@ -284,20 +281,20 @@ def replayed(tables):
     for results, table in tables:
         measured = table[(table["model"] == "lenet") & (table["policy"] != "dist_sync")]
         for _, run in measured.iterrows():
-            speeds = measured_speeds(load_run(results / "runs" / run["run"] / "train").iterations)
-            policies = [p for p in lenet(grid, run["scenario"]).index if p in REPLAYED]
-            for new_shape, policy in ((n, p) for n in (0.0, NEW_SHAPE) for p in policies):
-                ranks, batch = speeds.shape[1], int(run["global_batch"])
-                trace = replay(make_policy(policy, ranks, batch), speeds, new_shape)
-                rows.append(
-                    {
-                        "scenario": run["scenario"],
-                        "trace": f"{results}/{run['run']}",
-                        "new_shape": new_shape,
-                        "policy": policy,
-                        "seconds": float(trace.times.max(axis=1).sum()),
-                    }
-                )
+            policies = [p for p in lenet(grid, run["scenario"]).index if p in REPLAYABLE]
+            for new_shape in (0.0, NEW_SHAPE):
+                for row in replay_run(
+                    results / "runs" / run["run"] / "train", policies, {}, new_shape
+                ):
+                    rows.append(
+                        {
+                            "scenario": run["scenario"],
+                            "trace": f"{results}/{run['run']}",
+                            "new_shape": new_shape,
+                            "policy": row["policy"],
+                            "seconds": row["replayed_s"],
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -310,7 +307,7 @@ def replay_ratios(replays):
     )
     rows = []
     for (scenario, new_shape), speeds in wide.groupby(level=["scenario", "new_shape"]):
-        for rival in (p for p in REPLAYED if p in speeds.columns and p != "adaptive"):
+        for rival in (p for p in REPLAYABLE if p in speeds.columns and p != "adaptive"):
             ratio = (speeds[rival] / speeds["adaptive"]).dropna()
             if len(ratio):
                 rows.append(
@@ -333,7 +330,7 @@ def paired(replays):
         "by several percent from seed to seed, more than the policies differ. A replay removes "
         "that: every run above (any policy, any seed; `dist_sync` aside) logged how many "
         "seconds each rank took per sample in each iteration, and every policy is driven "
-        "through those same seconds (`dynalloc.simulate.replay`; a rank given `b` samples in "
+        "through those same seconds (`dynalloc replay`; a rank given `b` samples in "
         "iteration `i` takes `b` times its measured seconds per sample there). Each cell is the "
         "median over those runs of the rival's replayed time over `adaptive`'s (above 1: "
         "`adaptive` faster), and on how many runs' speeds `adaptive` was the faster. What a "
@@ -342,7 +339,7 @@ def paired(replays):
         "a neighbour's speed on a shared core.",
         "",
     ]
-    rivals = [p for p in REPLAYED if p in set(replays["rival"])]
+    rivals = [p for p in REPLAYABLE if p in set(replays["rival"])]
     for new_shape, rows in replays.groupby("new_shape"):
         cost = (
             "Without the cost of new shares:"

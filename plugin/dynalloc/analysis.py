@@ -15,8 +15,10 @@ import pandas as pd
 from dynalloc.config import load_config
 from dynalloc.errors import DynallocError
 from dynalloc.grid import COMPARED_BY
+from dynalloc.policies import REPLAYABLE, make_policy
+from dynalloc.simulate import replay
 
-ITERATION_COLUMNS = ("iteration", "rank", "batch_size", "compute_s", "wait_s")
+ITERATION_COLUMNS = ("iteration", "epoch", "rank", "batch_size", "compute_s", "wait_s")
 EPOCH_COLUMNS = ("epoch", "wall_s", "train_loss", "test_accuracy")
 METRICS_KEYS = (
     "policy",
@@ -130,10 +132,52 @@ def measured_speeds(iterations):
     """Each rank's seconds per sample in each full iteration after the first (MXNet's warm-up),
     iterations x ranks: the machine a run met, for `simulate.replay` to drive other policies on.
     An epoch's last, smaller batch is left out: a rank may have no sample in it."""
+    kept = _full_iterations(iterations)
+    return (kept["compute_s"] / kept["batch_size"]).to_numpy()
+
+
+def _full_iterations(iterations):
     by_rank = iterations.pivot(index="iteration", columns="rank")
-    batch = by_rank["batch_size"]
-    full = batch.sum(axis=1) == batch.sum(axis=1).max()
-    return (by_rank["compute_s"] / batch)[full].iloc[1:].to_numpy()
+    batch = by_rank["batch_size"].sum(axis=1)
+    return by_rank[batch == batch.max()].iloc[1:]
+
+
+def replay_run(run_dir, policies=REPLAYABLE, params=None, new_shape=0.0):
+    """Each of `policies` driven through the seconds per sample that the run in `run_dir`
+    measured (`simulate.replay`, under the run's global batch and share bounds; `params` maps a
+    policy to its parameters): one row per policy with the replayed compute time (each
+    iteration's slowest rank, summed) and how many times it changed the split. Which policy
+    would have been fastest on the machine this run met, without training again."""
+    run = load_run(run_dir)
+    kept = _full_iterations(run.iterations)
+    speeds = (kept["compute_s"] / kept["batch_size"]).to_numpy()
+    epochs = kept["epoch"].max(axis=1).to_numpy()
+    if len(speeds) < 2:
+        raise DynallocError(f"{run_dir}: too few full iterations to replay ({len(speeds)})")
+    config, rows = run.config, []
+    for name in policies:
+        try:
+            policy = make_policy(
+                name,
+                speeds.shape[1],
+                int(run.metrics["global_batch"]),
+                config.get("min_share", 1),
+                config.get("max_share"),
+                **(params or {}).get(name, {}),
+            )
+        except ValueError as error:
+            raise DynallocError(str(error)) from None
+        trace = replay(policy, speeds, new_shape, epochs)
+        rows.append(
+            {
+                "run": run.name,
+                "policy": name,
+                "iterations": len(speeds),
+                "replayed_s": float(trace.times.max(axis=1).sum()),
+                "split_changes": int(np.any(np.diff(trace.shares, axis=0), axis=1).sum()),
+            }
+        )
+    return rows
 
 
 def iterations_until_balanced(iterations, events):

@@ -15,6 +15,7 @@ COMMANDS = {
     "baseline": ("dynalloc.baseline", "the same run with MXNet's dist_sync parameter server"),
     "summarize": ("dynalloc.summarize", "one run's summary row"),
     "compare": ("dynalloc.compare", "tables and plots across runs"),
+    "replay": ("dynalloc.replay", "every policy replayed on the speeds a run measured"),
     "run-config": ("dynalloc.runconfig", "write one run's config of the pipeline grid as YAML"),
 }
 

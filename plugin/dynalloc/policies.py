@@ -313,6 +313,11 @@ POLICIES = {
 }
 
 
+# The policies that need nothing but measured times, so a replay can drive them on a run's logs
+# (oracle needs the speeds in advance).
+REPLAYABLE = ("static", "proportional", "dbs", "controller", "adaptive")
+
+
 def make_policy(name, ranks, global_batch, min_share=1, max_share=None, **params):
     """The policy called `name`; ValueError names an unknown policy or parameter."""
     if name not in POLICIES:

@@ -44,10 +44,11 @@ def simulate(policy, intercepts, slopes, iterations, noise=0.0, seed=0, speed=No
     return Trace(np.array(used), np.array(measured), np.array(exact))
 
 
-def replay(policy, per_sample, new_shape=0.0):
+def replay(policy, per_sample, new_shape=0.0, epochs=None):
     """Drive `policy` with speeds measured in a real run: rank r needs `share * per_sample[i, r]`
     seconds at step i, `1 + new_shape` times that the first time it computes a share (MXNet
-    plans memory for every new input shape; benchmarks/new_shape.py measures it).
+    plans memory for every new input shape; benchmarks/new_shape.py measures it). `epochs`:
+    the epoch of each step (all 0 by default), for the policies that act at epoch boundaries.
 
     Every policy replayed on one run's speeds meets the same machine, second by second: the
     paired comparison that separate runs, each on its own drifting machine, cannot give.
@@ -63,5 +64,6 @@ def replay(policy, per_sample, new_shape=0.0):
         seconds = shares * speeds * np.where(first, 1.0 + new_shape, 1.0)
         used.append(shares)
         measured.append(seconds)
-        shares = policy.update(shares, seconds, i + 1, 0)
+        upcoming = epochs[min(i + 1, len(epochs) - 1)] if epochs is not None else 0
+        shares = policy.update(shares, seconds, i + 1, int(upcoming))
     return Trace(np.array(used), np.array(measured), np.array(measured))

@@ -270,7 +270,8 @@ def test_missing_summary_is_one_line(tmp_path, capsys):
 
 def test_analysis_imports_neither_mxnet_nor_mpi4py():
     code = (
-        "import sys, dynalloc.analysis, dynalloc.plots, dynalloc.summarize, dynalloc.compare;"
+        "import sys, dynalloc.analysis, dynalloc.plots, dynalloc.summarize, dynalloc.compare, "
+        "dynalloc.replay;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mxnet', 'mpi4py')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
