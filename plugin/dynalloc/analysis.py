@@ -149,11 +149,10 @@ def replay_run(run_dir, policies=REPLAYABLE, params=None, new_shape=0.0):
     iteration's slowest rank, summed) and how many times it changed the split. Which policy
     would have been fastest on the machine this run met, without training again."""
     run = load_run(run_dir)
-    kept = _full_iterations(run.iterations)
-    speeds = (kept["compute_s"] / kept["batch_size"]).to_numpy()
-    epochs = kept["epoch"].max(axis=1).to_numpy()
-    if len(speeds) < 2:
-        raise DynallocError(f"{run_dir}: too few full iterations to replay ({len(speeds)})")
+    speeds = measured_speeds(run.iterations)
+    epochs = _full_iterations(run.iterations)["epoch"].max(axis=1).to_numpy()
+    if not len(speeds):
+        raise DynallocError(f"{run_dir}: no full iteration after the warm-up to replay")
     config, rows = run.config, []
     for name in policies:
         try:

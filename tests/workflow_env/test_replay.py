@@ -36,13 +36,17 @@ def test_parameters_reach_the_policy(tmp_path):
 
 
 def test_cli_prints_and_writes_every_policy_per_run(tmp_path, capsys):
-    runs = [make_run(tmp_path, name, SLOW_RANK_1) for name in ("a", "b")]
+    """Two runs of one name (a directory called `train` each): each is its own block, fastest
+    first."""
+    slower = [[0.4, 1.2]] * 8
+    runs = [make_run(tmp_path / p, "train", c) for p, c in (("x", SLOW_RANK_1), ("y", slower))]
     out = tmp_path / "replay.csv"
     argv = ["replay", "--run-dir", *map(str, runs), "--out", str(out), "--new-shape", "0.07"]
     assert main([*argv, "--param", "adaptive.dead_band=0.03"]) == 0
     table = pd.read_csv(out)
-    assert len(table) == 10 and set(table["run"]) == {"a", "b"}
-    assert table.groupby("run")["vs_fastest"].min().tolist() == [1.0, 1.0]
+    assert len(table) == 10 and set(table["run"]) == {"train"}
+    assert table["vs_fastest"].iloc[[0, 5]].tolist() == [1.0, 1.0]
+    assert (table["vs_fastest"] >= 1.0).all() and table["vs_fastest"].max() > 1.2
     printed = capsys.readouterr().out
     assert "adaptive" in printed and "vs_fastest" in printed
 
@@ -71,3 +75,9 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, extra, named
 def test_a_missing_run_is_named(tmp_path, capsys):
     assert main(["replay", "--run-dir", str(tmp_path / "none")]) == 2
     assert "none" in capsys.readouterr().err
+
+
+def test_a_run_of_only_its_warm_up_is_refused(tmp_path, capsys):
+    run = make_run(tmp_path, "run", [[0.4, 0.8]])
+    assert main(["replay", "--run-dir", str(run)]) == 2
+    assert "no full iteration after the warm-up" in capsys.readouterr().err
