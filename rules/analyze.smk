@@ -63,3 +63,28 @@ rule compare_runs:
     shell:
         "{params.dynalloc} compare --summaries {input.summaries} --runs {params.runs}"
         " --tables-dir {params.tables} --plots-dir {params.plots} > {log} 2>&1"
+
+
+rule replay_runs:
+    input:
+        iterations=expand(
+            f"{RESULTS}/runs/{{run}}/train/iterations.csv", run=sorted(RUNS)
+        ),
+        metrics=expand(f"{RESULTS}/runs/{{run}}/train/metrics.json", run=sorted(RUNS)),
+    output:
+        report(
+            f"{RESULTS}/replay.csv",
+            caption="../workflow/report/replay.rst",
+            category="Tables",
+        ),
+    log:
+        f"{RESULTS}/logs/replay.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/replay.tsv"
+    conda:
+        "../envs/workflow.yaml"
+    params:
+        dynalloc=WORKFLOW_DYNALLOC,
+        runs=lambda w, input: [os.path.dirname(path) for path in input.metrics],
+    shell:
+        "{params.dynalloc} replay --run-dir {params.runs} --out {output} > {log} 2>&1"

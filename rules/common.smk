@@ -58,6 +58,8 @@ def staged(wildcards):
 
 
 def final_outputs():
-    return [f"{RESULTS}/summary.csv", f"{RESULTS}/speedup.csv"] + [
-        f"{RESULTS}/plots/{name}.png" for name in PLOTS
-    ]
+    return [
+        f"{RESULTS}/summary.csv",
+        f"{RESULTS}/speedup.csv",
+        f"{RESULTS}/replay.csv",
+    ] + [f"{RESULTS}/plots/{name}.png" for name in PLOTS]

@@ -90,6 +90,7 @@ def test_every_job_is_an_sbatch_job_and_training_has_two_tasks(on_srun):
         "train": [("COMPLETED", 2)] * 2,
         "summarize_run": [("COMPLETED", 1)] * 2,
         "compare_runs": [("COMPLETED", 1)],
+        "replay_runs": [("COMPLETED", 1)],
     }
     assert output(run).count("Shell command: srun --mpi=pmi2 -n 2 ") == 2
 

@@ -89,8 +89,13 @@ def test_tables_plots_and_report(finished):
     for name in PLOTS:
         data = (finished / "plots" / f"{name}.png").read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, name
+    with open(finished / "replay.csv", newline="") as handle:
+        replay = list(csv.DictReader(handle))
+    assert sorted({row["run"] for row in replay}) == RUNS and len(replay) == 2 * 5
+    for run in RUNS:  # each run's fastest policy first, at 1
+        assert float(next(r for r in replay if r["run"] == run)["vs_fastest"]) == 1.0
     report = (finished / "report.html").read_text()
-    for name in [*PLOTS, "summary", "speedup"]:
+    for name in [*PLOTS, "summary", "speedup", "replay"]:
         assert name in report, name
 
 
@@ -106,6 +111,7 @@ def test_changing_one_policy_parameter_reruns_only_its_run(finished):
     assert plan.returncode == 0, plan.stderr
     jobs = planned_jobs(plan.stdout)
     assert jobs["train"] == 1 and jobs["run_config"] == 1 and jobs["compare_runs"] == 1, jobs
+    assert jobs["replay_runs"] == 1, jobs
     train_block = plan.stdout.split("rule train:", 1)[1].split("\n\n", 1)[0]
     assert "digits-mlp-adaptive" in train_block and "digits-mlp-static" not in train_block
 
