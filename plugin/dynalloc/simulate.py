@@ -58,10 +58,12 @@ def replay(policy, per_sample, new_shape=0.0, epochs=None):
     seen = [set() for _ in range(per_sample.shape[1])]
     used, measured = [], []
     for i, speeds in enumerate(per_sample):
-        first = np.array([share not in known for share, known in zip(shares, seen, strict=True)])
-        for share, known in zip(shares, seen, strict=True):
-            known.add(share)
-        seconds = shares * speeds * np.where(first, 1.0 + new_shape, 1.0)
+        charged = np.ones(len(shares))
+        for rank, share in enumerate(shares):
+            if share not in seen[rank]:
+                seen[rank].add(share)
+                charged[rank] += new_shape
+        seconds = shares * speeds * charged
         used.append(shares)
         measured.append(seconds)
         upcoming = epochs[min(i + 1, len(epochs) - 1)] if epochs is not None else 0
