@@ -282,19 +282,17 @@ def replayed(tables):
         measured = table[(table["model"] == "lenet") & (table["policy"] != "dist_sync")]
         for _, run in measured.iterrows():
             policies = [p for p in lenet(grid, run["scenario"]).index if p in REPLAYABLE]
-            for new_shape in (0.0, NEW_SHAPE):
-                for row in replay_run(
-                    results / "runs" / run["run"] / "train", policies, {}, new_shape
-                ):
-                    rows.append(
-                        {
-                            "scenario": run["scenario"],
-                            "trace": f"{results}/{run['run']}",
-                            "new_shape": new_shape,
-                            "policy": row["policy"],
-                            "seconds": row["replayed_s"],
-                        }
-                    )
+            run_dir = results / "runs" / run["run"] / "train"
+            for row in replay_run(run_dir, policies, {}, (0.0, NEW_SHAPE)):
+                rows.append(
+                    {
+                        "scenario": run["scenario"],
+                        "trace": f"{results}/{run['run']}",
+                        "new_shape": row["new_shape"],
+                        "policy": row["policy"],
+                        "seconds": row["replayed_s"],
+                    }
+                )
     return pd.DataFrame(rows)
 
 

@@ -5,6 +5,7 @@ workflow environment, which cannot import MXNet, reads runs made anywhere. Every
 is one DynallocError naming the file.
 """
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,29 +133,31 @@ def measured_speeds(iterations):
     """Each rank's seconds per sample in each full iteration after the first (MXNet's warm-up),
     iterations x ranks: the machine a run met, for `simulate.replay` to drive other policies on.
     An epoch's last, smaller batch is left out: a rank may have no sample in it."""
-    kept = _full_iterations(iterations)
-    return (kept["compute_s"] / kept["batch_size"]).to_numpy()
+    return _full_iterations(iterations)[0]
 
 
 def _full_iterations(iterations):
+    """(seconds per sample, epoch) of the full iterations after the first."""
     by_rank = iterations.pivot(index="iteration", columns="rank")
     batch = by_rank["batch_size"].sum(axis=1)
-    return by_rank[batch == batch.max()].iloc[1:]
+    kept = by_rank[batch == batch.max()].iloc[1:]
+    speeds = (kept["compute_s"] / kept["batch_size"]).to_numpy()
+    return speeds, kept["epoch"].max(axis=1).to_numpy()
 
 
-def replay_run(run_dir, policies=REPLAYABLE, params=None, new_shape=0.0):
+def replay_run(run_dir, policies=REPLAYABLE, params=None, new_shapes=(0.0,)):
     """Each of `policies` driven through the seconds per sample that the run in `run_dir`
     measured (`simulate.replay`, under the run's global batch and share bounds; `params` maps a
-    policy to its parameters): one row per policy with the replayed compute time (each
-    iteration's slowest rank, summed) and how many times it changed the split. Which policy
-    would have been fastest on the machine this run met, without training again."""
+    policy to its parameters), once per new-shape cost: one row per (policy, new_shape) with the
+    replayed compute time (each iteration's slowest rank, summed) and how many times it changed
+    the split. Which policy would have been fastest on the machine this run met, without
+    training again."""
     run = load_run(run_dir)
-    speeds = measured_speeds(run.iterations)
-    epochs = _full_iterations(run.iterations)["epoch"].max(axis=1).to_numpy()
+    speeds, epochs = _full_iterations(run.iterations)
     if not len(speeds):
         raise DynallocError(f"{run_dir}: no full iteration after the warm-up to replay")
     config, rows = run.config, []
-    for name in policies:
+    for name, new_shape in itertools.product(policies, new_shapes):
         try:
             policy = make_policy(
                 name,
@@ -171,6 +174,7 @@ def replay_run(run_dir, policies=REPLAYABLE, params=None, new_shape=0.0):
             {
                 "run": run.name,
                 "policy": name,
+                "new_shape": new_shape,
                 "iterations": len(speeds),
                 "replayed_s": float(trace.times.max(axis=1).sum()),
                 "split_changes": int(np.any(np.diff(trace.shares, axis=0), axis=1).sum()),

@@ -63,7 +63,7 @@ def run(args):
     params = parse_params(args.param, args.policies)
     rows = []
     for path in args.run_dir:  # fastest first within each run, the runs in the order given
-        mine = sorted(replay_run(path, args.policies, params, args.new_shape), key=replayed)
+        mine = sorted(replay_run(path, args.policies, params, [args.new_shape]), key=replayed)
         rows += [{**row, "vs_fastest": replayed(row) / replayed(mine[0])} for row in mine]
     table = pd.DataFrame(rows)
     if args.out is not None:
