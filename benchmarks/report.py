@@ -32,6 +32,7 @@ ORDER = ["static", "proportional", "dbs", "controller", "oracle", "adaptive", "d
 COMPETITORS = ["static", "proportional", "dbs", "controller", "dist_sync"]  # non-oracle
 STATIC_SCENARIOS = ["homogeneous", "hetero-1-2", "hetero-1-4"]
 NEW_SHAPE = 0.07  # benchmarks/new_shape.py: a share LeNet has not computed costs 4-11%, once
+JITTER_DRAWS = 10  # other draws of a jittered scenario's noise replayed on its runs' machines
 REPEATS_COMMAND = "make bench-repeats    # seeds 1 and 2 of the close races, then the report again"
 COLUMNS = {
     "policy": "policy",
@@ -61,8 +62,9 @@ def main():
         tables.append((args.repeats, load(args.repeats)))
     runs = races(table, tables[1][1]) if args.repeats else None
     config = yaml.safe_load(args.config.read_text())
+    jittered = {name for name, spec in config["scenarios"].items() if (spec or {}).get("jitter")}
     try:
-        replays = replay_ratios(replayed(tables))
+        replays = replay_ratios(replayed(tables, jittered))
     except DynallocError as error:
         sys.exit(f"error: {error}")
     values = facts(table, runs, replays)
@@ -272,27 +274,32 @@ def closest_replay(values, scenario, rival=None):
     return f"{replays[rival]:.3f}× `{rival}`, faster on {wins} of {traces}"
 
 
-def replayed(tables):
+def replayed(tables, jittered=()):
     """Each LeNet run's measured speeds (of `make bench` and the repeats) with every policy its
     scenario's grid ran replayed on them, with and without the new-shape cost: one row per
-    (scenario, run, new_shape, policy) with the replayed seconds."""
+    (scenario, run, new_shape, policy) with the replayed seconds. The runs of a `jittered`
+    scenario are replayed under JITTER_DRAWS other draws of its jitter as well, as the scenario
+    "<name>, other jitter"."""
     grid = tables[0][1]
     rows = []
     for results, table in tables:
         measured = table[(table["model"] == "lenet") & (table["policy"] != "dist_sync")]
         for _, run in measured.iterrows():
-            policies = [p for p in lenet(grid, run["scenario"]).index if p in REPLAYABLE]
+            scenario = run["scenario"]
+            policies = [p for p in lenet(grid, scenario).index if p in REPLAYABLE]
             run_dir = results / "runs" / run["run"] / "train"
-            for row in replay_run(run_dir, policies, {}, (0.0, NEW_SHAPE)):
-                rows.append(
-                    {
-                        "scenario": run["scenario"],
-                        "trace": f"{results}/{run['run']}",
-                        "new_shape": row["new_shape"],
-                        "policy": row["policy"],
-                        "seconds": row["replayed_s"],
-                    }
-                )
+            draws = range(JITTER_DRAWS + 1) if scenario in jittered else [0]
+            for draw in draws:
+                for row in replay_run(run_dir, policies, {}, (0.0, NEW_SHAPE), draw):
+                    rows.append(
+                        {
+                            "scenario": f"{scenario}, other jitter" if draw else scenario,
+                            "trace": f"{results}/{run['run']}#{draw}",
+                            "new_shape": row["new_shape"],
+                            "policy": row["policy"],
+                            "seconds": row["replayed_s"],
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -334,7 +341,12 @@ def paired(replays):
         "`adaptive` faster), and on how many runs' speeds `adaptive` was the faster. What a "
         "replay leaves out: the fixed part of an iteration's cost (it scales the whole time "
         "with the share), the exchange (the same for every policy) and how a share would change "
-        "a neighbour's speed on a shared core.",
+        "a neighbour's speed on a shared core. The emulated jitter depends on rank and "
+        f"iteration only, so every run of a jittered scenario met the same draw of it; the "
+        f'row "…, other jitter" replays those runs with it replaced by {JITTER_DRAWS} other '
+        "draws (`scenario.jitter_draw` 1 to "
+        f"{JITTER_DRAWS}: each run's seconds per sample divided by its own draw's factors, "
+        "times the other draw's): the same machines under other noise.",
         "",
     ]
     rivals = [p for p in REPLAYABLE if p in set(replays["rival"])]

@@ -17,6 +17,7 @@ from dynalloc.config import load_config
 from dynalloc.errors import DynallocError
 from dynalloc.grid import COMPARED_BY
 from dynalloc.policies import REPLAYABLE, make_policy
+from dynalloc.scenario import Scenario
 from dynalloc.simulate import replay
 
 ITERATION_COLUMNS = ("iteration", "epoch", "rank", "batch_size", "compute_s", "wait_s")
@@ -133,30 +134,34 @@ def measured_speeds(iterations):
     """Each rank's seconds per sample in each full iteration after the first (MXNet's warm-up),
     iterations x ranks: the machine a run met, for `simulate.replay` to drive other policies on.
     An epoch's last, smaller batch is left out: a rank may have no sample in it."""
-    return _full_iterations(iterations)[0]
+    return full_iterations(iterations)[0]
 
 
-def _full_iterations(iterations):
-    """(seconds per sample, epoch) of the full iterations after the first."""
+def full_iterations(iterations):
+    """(seconds per sample, epoch, iteration number) of the full iterations after the first:
+    iterations x ranks, then one of each per iteration."""
     by_rank = iterations.pivot(index="iteration", columns="rank")
     batch = by_rank["batch_size"].sum(axis=1)
     kept = by_rank[batch == batch.max()].iloc[1:]
     speeds = (kept["compute_s"] / kept["batch_size"]).to_numpy()
-    return speeds, kept["epoch"].max(axis=1).to_numpy()
+    return speeds, kept["epoch"].max(axis=1).to_numpy(), kept.index.to_numpy()
 
 
-def replay_run(run_dir, policies=REPLAYABLE, params=None, new_shapes=(0.0,)):
+def replay_run(run_dir, policies=REPLAYABLE, params=None, new_shapes=(0.0,), jitter_draw=0):
     """Each of `policies` driven through the seconds per sample that the run in `run_dir`
     measured (`simulate.replay`, under the run's global batch and share bounds; `params` maps a
     policy to its parameters), once per new-shape cost: one row per (policy, new_shape) with the
     replayed compute time (each iteration's slowest rank, summed) and how many times it changed
     the split. Which policy would have been fastest on the machine this run met, without
-    training again."""
+    training again; with `jitter_draw` > 0, on that machine under another draw of the run's
+    emulated jitter (`redraw_jitter`)."""
     run = load_run(run_dir)
-    speeds, epochs = _full_iterations(run.iterations)
+    speeds, epochs, numbers = full_iterations(run.iterations)
     if not len(speeds):
         raise DynallocError(f"{run_dir}: no full iteration after the warm-up to replay")
     config, rows = run.config, []
+    if jitter_draw:
+        speeds = redraw_jitter(speeds, numbers, config.get("scenario") or {}, jitter_draw)
     for name, new_shape in itertools.product(policies, new_shapes):
         try:
             policy = make_policy(
@@ -181,6 +186,25 @@ def replay_run(run_dir, policies=REPLAYABLE, params=None, new_shapes=(0.0,)):
             }
         )
     return rows
+
+
+def redraw_jitter(speeds, iterations, scenario, draw):
+    """`speeds` (seconds per sample, iterations x ranks, at the run's `iterations`) measured
+    under the emulated `scenario`, as they would have been under its jitter's `draw`: divided by
+    the factors the ranks slept by, times the other draw's. Every run of a jittered scenario
+    meets one draw (it depends on rank and iteration only); other draws tell a policy's merit
+    from that draw's luck."""
+    ranks = speeds.shape[1]
+    try:
+        own = Scenario(ranks, **scenario)
+        other = Scenario(ranks, **{**scenario, "jitter_draw": draw})
+    except (TypeError, ValueError) as error:
+        raise DynallocError(f"cannot redraw the jitter of scenario {scenario!r}: {error}") from None
+
+    def factors(emulated):
+        return np.array([[emulated.factor(r, int(i)) for r in range(ranks)] for i in iterations])
+
+    return speeds * factors(other) / factors(own)
 
 
 def iterations_until_balanced(iterations, events):

@@ -90,10 +90,10 @@ def resolve(raw, ranks):
         raise DynallocError(f"global_batch: {error}") from None
 
     scenario = _mapping(config, "scenario")
-    unknown = sorted(set(scenario) - {"slowdown", "changes", "jitter"})
+    unknown = sorted(set(scenario) - {"slowdown", "changes", "jitter", "jitter_draw"})
     if unknown:
         raise DynallocError(
-            f"unknown key 'scenario.{unknown[0]}'; known: slowdown, changes, jitter"
+            f"unknown key 'scenario.{unknown[0]}'; known: slowdown, changes, jitter, jitter_draw"
         )
     try:
         built = Scenario(ranks, **scenario)

@@ -136,7 +136,7 @@ def scenario_config(name, spec, ranks):
                 f"scenarios.{name}.changes[{i}].rank {change.get('rank')!r} "
                 f"names no rank of a {ranks}-rank run"
             )
-    jitter = {"jitter": spec["jitter"]} if "jitter" in spec else {}
+    jitter = {key: spec[key] for key in ("jitter", "jitter_draw") if key in spec}
     return {"slowdown": factors, "changes": changes, **jitter}
 
 

@@ -7,12 +7,15 @@ job. On a real cluster the scenario is simply absent.
 
 A `jitter` j draws every rank's factor anew each iteration, uniformly from [1, 1 + 2j] times its
 other factors (compute jittered by ±j around 1 + j times its time): the noisy cluster. The draw
-depends only on (rank, iteration), so every rank and every rerun sees the same noise.
+depends only on (rank, iteration), so every rank and every rerun sees the same noise; another
+`jitter_draw` (a positive integer) gives the same scenario with other noise, to check that what
+one draw showed is not that draw's luck.
 
 Config form (plain dict)::
 
     slowdown: [1, 3]                      # static factors, one per rank
     jitter: 0.3                           # optional per-iteration noise
+    jitter_draw: 0                        # optional: which draw of that noise (0: the usual)
     changes:                              # spans [start, end) of iterations; end null = forever
       - {rank: 1, factor: 3, start: 200, end: 400}
       - {rank: 0, mode: contention, processes: 1, start: 100, end: 300}
@@ -42,11 +45,13 @@ class Change:
 class Scenario:
     """What each rank suffers at each iteration; pure, so every rank and test agrees."""
 
-    def __init__(self, ranks, slowdown=None, changes=(), jitter=0.0):
+    def __init__(self, ranks, slowdown=None, changes=(), jitter=0.0, jitter_draw=0):
         self.ranks = ranks
         if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter < 1:
             raise ValueError(f"scenario.jitter must be a number in [0, 1), got {jitter!r}")
-        self.jitter = float(jitter)
+        if not _integer(jitter_draw) or jitter_draw < 0:
+            raise ValueError(f"scenario.jitter_draw must be an integer >= 0, got {jitter_draw!r}")
+        self.jitter, self.jitter_draw = float(jitter), jitter_draw
         slowdown = [1.0] * ranks if slowdown is None else slowdown
         if not isinstance(slowdown, list | tuple) or not all(map(_factor, slowdown)):
             raise ValueError(
@@ -97,7 +102,8 @@ class Scenario:
         times this iteration's jitter."""
         f = self.slowdown[rank]
         if self.jitter:
-            draw = np.random.default_rng([rank, iteration]).uniform(-1.0, 1.0)
+            key = [rank, iteration] if not self.jitter_draw else [self.jitter_draw, rank, iteration]
+            draw = np.random.default_rng(key).uniform(-1.0, 1.0)
             f *= 1.0 + self.jitter * (1.0 + draw)
         for change in self.changes:
             if change.mode == "sleep" and change.rank == rank and change.active(iteration):

@@ -261,6 +261,7 @@ def test_too_small_global_batch_names_the_key():
         ({"slowdown": [1, 2, 3]}, "scenario.slowdown"),
         ({"slowdown": [1, 0.5]}, "scenario.slowdown"),
         ({"slowdwn": [1, 2]}, "scenario.slowdwn"),
+        ({"jitter": 0.3, "jitter_draw": -2}, "scenario.jitter_draw"),
     ],
 )  # fmt: skip
 def test_bad_scenario(scenario, fragment):

@@ -9,7 +9,7 @@ def pipeline(**overrides):
     config = {
         "results": "out",
         "datasets": {"digits": {"source": "digits"}},
-        "scenarios": {"slow": {"slowdown": {1: 3}}, "flat": {}},
+        "scenarios": {"slow": {"slowdown": {1: 3}}, "flat": {"jitter": 0.2, "jitter_draw": 4}},
         "policies": {"static": {}, "wide": {"kind": "adaptive", "dead_band": 0.05}},
         "grid": {
             "dataset": ["digits"],
@@ -33,6 +33,12 @@ def test_every_point_is_one_run_with_a_readable_name():
     config = run["config"]
     assert config["policy"] == {"name": "adaptive", "dead_band": 0.05}
     assert config["scenario"] == {"slowdown": [1.0, 3.0, 1.0], "changes": []}
+    assert runs["digits-mlp-wide-flat-r2-s0"]["config"]["scenario"] == {
+        "slowdown": [1.0, 1.0],
+        "changes": [],
+        "jitter": 0.2,
+        "jitter_draw": 4,
+    }
     assert config["dataset"] == "out/data/digits" and config["global_batch"] == 64
     assert config["labels"] == {
         "run": "digits-mlp-wide-slow-r3-s0",

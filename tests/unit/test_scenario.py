@@ -295,3 +295,19 @@ def test_jitter_draws_each_factor_from_its_range_the_same_way_every_time():
 def test_invalid_jitter_is_named(jitter):
     with pytest.raises(ValueError, match="scenario.jitter"):
         Scenario(2, jitter=jitter)
+
+
+def test_another_jitter_draw_is_other_noise_from_the_same_range():
+    usual, other = Scenario(2, [1, 2], jitter=0.3), Scenario(2, [1, 2], jitter=0.3, jitter_draw=3)
+    a, b = ([[s.factor(r, i) for r in range(2)] for i in range(500)] for s in (usual, other))
+    a, b = np.array(a), np.array(b)
+    assert np.all(a != b) and abs(np.corrcoef(a[:, 0], b[:, 0])[0, 1]) < 0.15
+    scaled = b / [1, 2]  # each rank's own slowdown times a draw from [1, 1.6]
+    assert scaled.min() >= 1.0 and scaled.max() <= 1.6 and abs(scaled.mean() - 1.3) < 0.03
+    assert Scenario(2, [1, 2], jitter=0.3, jitter_draw=0).factor(1, 7) == usual.factor(1, 7)
+
+
+@pytest.mark.parametrize("draw", [-1, 1.5, "2", True])
+def test_invalid_jitter_draw_is_named(draw):
+    with pytest.raises(ValueError, match="scenario.jitter_draw"):
+        Scenario(2, jitter=0.3, jitter_draw=draw)

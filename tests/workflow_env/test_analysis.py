@@ -21,6 +21,7 @@ from dynalloc.analysis import (  # noqa: E402
     iterations_until_balanced,
     load_run,
     measured_speeds,
+    redraw_jitter,
     summarize_run,
 )
 
@@ -63,6 +64,24 @@ def test_measured_speeds_leave_out_the_warm_up_and_a_short_last_batch(tmp_path):
     run = make_run(tmp_path, "run", compute, shares=shares)
     speeds = measured_speeds(load_run(run).iterations)
     assert np.allclose(speeds, [[1 / 4, 2 / 4], [2 / 5, 2 / 3]])
+
+
+def test_another_jitter_draw_replaces_the_runs_own_and_keeps_the_machine():
+    """Speeds measured under the usual draw, redrawn: the machine's part (here a rank twice as
+    slow and a drift over the iterations) stays, the jitter is the other draw's."""
+    from dynalloc.scenario import Scenario
+
+    scenario = {"slowdown": [1.0, 1.0], "changes": [], "jitter": 0.3}
+    iterations = np.arange(3, 40)
+    machine = np.outer(1 + 0.01 * iterations, [1e-3, 2e-3])
+
+    def emulated(draw):
+        s = Scenario(2, **scenario, jitter_draw=draw)
+        return np.array([[s.factor(r, int(i)) for r in range(2)] for i in iterations])
+
+    redrawn = redraw_jitter(machine * emulated(0), iterations, scenario, 5)
+    assert np.allclose(redrawn, machine * emulated(5))
+    assert not np.allclose(redrawn, machine * emulated(0))
 
 
 def test_summary_without_labels_names_the_directory(tmp_path):

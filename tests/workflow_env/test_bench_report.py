@@ -125,3 +125,21 @@ def test_replay_ratios_count_the_runs_adaptive_was_faster_on():
     row = report.replay_ratios(frame).iloc[0]
     assert (row["rival"], row["wins"], row["traces"]) == ("static", 2, 3)
     assert row["median"] == 1.1
+
+
+def test_a_jittered_scenario_is_replayed_under_other_draws_of_its_jitter(tmp_path):
+    """Every run of a jittered scenario met the same draw; its runs come back under
+    JITTER_DRAWS other draws too, as a scenario of their own, on other seconds."""
+    import yaml
+
+    results = bench_results(tmp_path)
+    for config in results.glob("runs/*/train/config.yaml"):
+        run = yaml.safe_load(config.read_text())
+        run["scenario"]["jitter"] = 0.3
+        config.write_text(yaml.safe_dump(run))
+    rows = report.replayed([(results, report.load(results))], {"homogeneous"})
+    other = rows[rows["scenario"] == "homogeneous, other jitter"]
+    assert other["trace"].nunique() == 2 * report.JITTER_DRAWS
+    assert rows[rows["scenario"] == "homogeneous"]["trace"].nunique() == 2
+    static = rows[rows["policy"] == "static"].groupby("scenario")["seconds"]
+    assert static.min()["homogeneous, other jitter"] != static.min()["homogeneous"]
