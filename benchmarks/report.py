@@ -162,8 +162,9 @@ def facts(table, runs=None, replays=None):
     `median` and `median_wait` (samples/s and mean wait fraction over the seeds) and `paired`,
     `lowest`, `highest` (the median, least and greatest of adaptive's per-seed ratios to each
     rival); with replays `replay` and `replay_free` (adaptive's median ratio to each rival on the
-    same speeds, with and without the new-shape cost), `wins` (on how many runs' speeds adaptive
-    was faster, with that cost) and `traces` (how many runs' speeds there were)."""
+    same speeds, with and without the new-shape cost), `wins` and `ties` (on how many runs'
+    speeds adaptive was faster, and exactly as fast, with that cost) and `traces` (how many
+    runs' speeds there were)."""
     values = {"sps": {}, "speedup": {}, "wait": {}, "accuracy": {}, "balance": {}, "ratio": {}}
     for scenario in table.loc[table["model"] == "lenet", "scenario"].unique():
         rows = lenet(table, scenario)
@@ -196,13 +197,14 @@ def facts(table, runs=None, replays=None):
                 values[kind][scenario] = {k: float(statistic(v)) for k, v in against.items()}
         values["seed_spread"] = float(seed_spreads(runs).max())
     if replays is not None:
-        values.update(replay={}, replay_free={}, wins={}, traces={})
+        values.update(replay={}, replay_free={}, wins={}, ties={}, traces={})
         for scenario, rows in replays.groupby("scenario"):
             charged = rows[rows["new_shape"] > 0].set_index("rival")
             free = rows[rows["new_shape"] == 0].set_index("rival")
             values["replay"][scenario] = charged["median"].to_dict()
             values["replay_free"][scenario] = free["median"].to_dict()
             values["wins"][scenario] = charged["wins"].to_dict()
+            values["ties"][scenario] = charged["ties"].to_dict()
             values["traces"][scenario] = int(charged["traces"].max())
     return values
 
@@ -265,13 +267,19 @@ def targets(table, values, runs=None):
 
 def closest_replay(values, scenario, rival=None):
     """adaptive's replayed ratio to `rival` (by default its closest) and on how many runs'
-    speeds it was the faster; a dash without replays."""
+    speeds it was the faster (and as fast); a dash without replays."""
     replays = values.get("replay", {}).get(scenario)
     if not replays:
         return "–"
     rival = rival or min(replays, key=replays.get)
     wins, traces = values["wins"][scenario][rival], values["traces"][scenario]
-    return f"{replays[rival]:.3f}× `{rival}`, faster on {wins} of {traces}"
+    ties = values["ties"][scenario][rival]
+    return f"{replays[rival]:.3f}× `{rival}`, faster on {wins} of {traces}" + tied(ties)
+
+
+def tied(ties):
+    """The runs on which adaptive held the rival's split all along: a tie, not a loss."""
+    return f", as fast on {ties}" if ties else ""
 
 
 def replayed(tables, jittered=()):
@@ -306,7 +314,7 @@ def replayed(tables, jittered=()):
 def replay_ratios(replays):
     """adaptive against each rival on the same speeds: per (scenario, new_shape, rival) the
     median of the rival's replayed seconds over adaptive's, and on how many runs' speeds
-    adaptive was the faster."""
+    adaptive was the faster, and exactly as fast (both held the same split all along)."""
     wide = replays.pivot_table(
         index=["scenario", "new_shape", "trace"], columns="policy", values="seconds"
     )
@@ -321,7 +329,8 @@ def replay_ratios(replays):
                         "new_shape": new_shape,
                         "rival": rival,
                         "median": float(ratio.median()),
-                        "wins": int((ratio > 1).sum()),
+                        "wins": int((ratio > 1 + 1e-9).sum()),
+                        "ties": int((abs(ratio - 1) <= 1e-9).sum()),
                         "traces": len(ratio),
                     }
                 )
@@ -338,7 +347,8 @@ def paired(replays):
         "through those same seconds (`dynalloc replay`; a rank given `b` samples in "
         "iteration `i` takes `b` times its measured seconds per sample there). Each cell is the "
         "median over those runs of the rival's replayed time over `adaptive`'s (above 1: "
-        "`adaptive` faster), and on how many runs' speeds `adaptive` was the faster. What a "
+        "`adaptive` faster), on how many runs' speeds `adaptive` was the faster, and on how many "
+        "exactly as fast (both held the same split all along). What a "
         "replay leaves out: the fixed part of an iteration's cost (it scales the whole time "
         "with the share), the exchange (the same for every policy) and how a share would change "
         "a neighbour's speed on a shared core. The emulated jitter depends on rank and "
@@ -366,7 +376,8 @@ def paired(replays):
         for scenario, mine in rows.groupby("scenario"):
             mine = mine.set_index("rival")
             cells = [
-                f"{mine.loc[p, 'median']:.3f} ({mine.loc[p, 'wins']}/{mine.loc[p, 'traces']})"
+                f"{mine.loc[p, 'median']:.3f} ({mine.loc[p, 'wins']}/{mine.loc[p, 'traces']}"
+                f"{tied(mine.loc[p, 'ties'])})"
                 if p in mine.index
                 else "–"
                 for p in rivals

@@ -114,17 +114,17 @@ def test_the_replay_sets_every_policy_on_each_runs_speeds(tmp_path):
     assert float(replayed) > 1.2 and wins == "2"
 
 
-def test_replay_ratios_count_the_runs_adaptive_was_faster_on():
+def test_replay_ratios_count_the_runs_adaptive_was_faster_and_as_fast_on():
     frame = report.pd.DataFrame(
         [
             {"scenario": "s", "trace": t, "new_shape": 0.0, "policy": p, "seconds": v}
-            for t, times in (("a", (10, 11)), ("b", (10, 9)), ("c", (10, 12)))
+            for t, times in (("a", (10, 11)), ("b", (10, 9)), ("c", (10, 12)), ("d", (10, 10)))
             for p, v in zip(("adaptive", "static"), times, strict=True)
         ]
     )
     row = report.replay_ratios(frame).iloc[0]
-    assert (row["rival"], row["wins"], row["traces"]) == ("static", 2, 3)
-    assert row["median"] == 1.1
+    assert (row["rival"], row["wins"], row["ties"], row["traces"]) == ("static", 2, 1, 4)
+    assert row["median"] == 1.05
 
 
 def test_a_jittered_scenario_is_replayed_under_other_draws_of_its_jitter(tmp_path):
