@@ -352,7 +352,7 @@ def paired(replays):
         "replay leaves out: the fixed part of an iteration's cost (it scales the whole time "
         "with the share), the exchange (the same for every policy) and how a share would change "
         "a neighbour's speed on a shared core. The emulated jitter depends on rank and "
-        f"iteration only, so every run of a jittered scenario met the same draw of it; the "
+        "iteration only, so every run of a jittered scenario met the same draw of it; the "
         f'row "…, other jitter" replays those runs with it replaced by {JITTER_DRAWS} other '
         "draws (`scenario.jitter_draw` 1 to "
         f"{JITTER_DRAWS}: each run's seconds per sample divided by its own draw's factors, "
