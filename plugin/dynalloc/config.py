@@ -15,6 +15,8 @@ from dynalloc.policies import POLICIES, make_policy
 from dynalloc.scenario import Scenario
 from dynalloc.shares import check_bounds
 
+SCENARIO_KEYS = ("slowdown", "changes", "jitter", "jitter_draw")  # Scenario's parameters
+
 DEFAULTS = {
     "dataset": None,  # a staged dataset directory (`dynalloc stage`)
     "model": "lenet",
@@ -90,10 +92,10 @@ def resolve(raw, ranks):
         raise DynallocError(f"global_batch: {error}") from None
 
     scenario = _mapping(config, "scenario")
-    unknown = sorted(set(scenario) - {"slowdown", "changes", "jitter", "jitter_draw"})
+    unknown = sorted(set(scenario) - set(SCENARIO_KEYS))
     if unknown:
         raise DynallocError(
-            f"unknown key 'scenario.{unknown[0]}'; known: slowdown, changes, jitter, jitter_draw"
+            f"unknown key 'scenario.{unknown[0]}'; known: {', '.join(SCENARIO_KEYS)}"
         )
     try:
         built = Scenario(ranks, **scenario)
