@@ -22,9 +22,10 @@ from dynalloc import checkpoint
 from dynalloc.config import load_config, planned_epochs, resolve, total_iterations
 from dynalloc.dataset import load_staged
 from dynalloc.errors import DynallocError, SharedError
-from dynalloc.faults import EXIT_STOPPED, PeerWatch, Stopped, StopRequest, abort, identity
+from dynalloc.faults import EXIT_STOPPED, Stopped, StopRequest, abort, identity
 from dynalloc.fsutil import atomic_write
 from dynalloc.partition import GlobalBatchSampler
+from dynalloc.peerwatch import PeerWatch
 from dynalloc.scenario import Scenario
 from dynalloc.telemetry import (
     EPOCH_FIELDS,
@@ -68,6 +69,7 @@ def run(args):
     resume, notes = comm.bcast(opened, root=0) or (None, [])
     identities = comm.allgather(identity())
     with StopRequest() as stop, PeerWatch(rank, identities) as watch:
+        watch.meet(comm.allgather(watch.pid))
         runner = None
         try:
             runner = Run(comm, config, data, sampler, total, parts, out, core, resume, notes)
@@ -85,6 +87,7 @@ def run(args):
             comm.Barrier()
             raise
         except BaseException as error:  # noqa: BLE001 - any failure must end every rank
+            watch.disarm_host()
             abort(comm, rank, error, log if runner and runner.books else None)
         watch.disarm()  # peers that exit after the barrier are done, not lost
         comm.Barrier()

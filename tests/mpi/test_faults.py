@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from dynalloc import checkpoint
-from dynalloc.faults import alive
+from dynalloc.peerwatch import alive
 from helpers import dynalloc, rank_pids, start_dynalloc, wait_for
 from test_resume import ITERATIONS, assert_logged_once, checkpointed, write_config
 
@@ -39,37 +39,27 @@ def newest_is_intact(out):
     return newest
 
 
-@pytest.mark.parametrize(("ranks", "victim"), [(2, 0), (3, 1)])
-def test_killed_rank_ends_every_rank_with_a_line_naming_it(digits, tmp_path, ranks, victim):
-    """Hydra left to its default tears the job down within milliseconds of the loss, before a
-    rank can say anything; the local profile passes -disable-auto-cleanup (as srun leaves
-    the survivors by default), and the survivors then name the lost rank and exit."""
+@pytest.mark.parametrize(
+    ("ranks", "victim", "launcher_options"), [(2, 0, []), (3, 1, ["-disable-auto-cleanup"])]
+)
+def test_killed_rank_ends_every_rank_with_a_line_naming_it(
+    digits, tmp_path, ranks, victim, launcher_options
+):
+    """Hydra SIGKILLs the survivors within milliseconds of a rank killed by a signal, with or
+    without -disable-auto-cleanup; the survivors' watch processes outlive them and name it."""
     out = tmp_path / "run"
     config = write_config(
         tmp_path, "run", dataset=str(digits), scenario={"slowdown": [1, 8, 2][:ranks]}
     )
     job = start_dynalloc(
-        "train", "--config", config, "--out", out, ranks=ranks,
-        launcher_options=["-disable-auto-cleanup"],
-    )  # fmt: skip
+        "train", "--config", config, "--out", out, ranks=ranks, launcher_options=launcher_options
+    )
     wait_for(lambda: checkpointed(out, 10), what="a checkpoint")
     pids = rank_pids(out)
     os.kill(pids[victim], signal.SIGKILL)
     code, stderr = ended_within(job, 30)
     assert code != 0, stderr
     assert f"rank {victim} (pid {pids[victim]}) was lost" in stderr, stderr
-    assert not any(alive(pid) for pid in pids.values())
-    newest_is_intact(out)
-
-
-def test_killed_rank_under_default_hydra_ends_the_job_too(digits, tmp_path):
-    out = tmp_path / "run"
-    _, job = start(digits, tmp_path, out)
-    wait_for(lambda: checkpointed(out, 10), what="a checkpoint")
-    pids = rank_pids(out)
-    os.kill(pids[1], signal.SIGKILL)
-    code, _ = ended_within(job, 30)
-    assert code != 0
     assert not any(alive(pid) for pid in pids.values())
     newest_is_intact(out)
 
@@ -83,6 +73,7 @@ def test_raising_rank_aborts_the_job_with_its_message(digits, tmp_path):
     code, stderr = ended_within(job, 30)
     assert code != 0, stderr
     assert "rank 1: RuntimeError: injected failure at iteration 15" in stderr, stderr
+    assert "was lost" not in stderr, stderr  # the peers' watches stood down before the abort
     newest_is_intact(tmp_path / "run")
 
 

@@ -5,8 +5,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
-from dynalloc.faults import EXIT_LOST, StopRequest
+from dynalloc.faults import StopRequest
+from dynalloc.peerwatch import alive
 
 
 def test_a_signal_only_records_the_request_and_a_second_one_has_its_default_effect():
@@ -19,11 +21,12 @@ def test_a_signal_only_records_the_request_and_a_second_one_has_its_default_effe
     assert signal.getsignal(signal.SIGTERM) == previous
 
 
-def test_peer_watch_exits_naming_the_lost_rank():
+def test_peer_watch_names_the_lost_rank_and_ends_its_own():
     script = textwrap.dedent(
         """
         import os, signal, subprocess, time
-        from dynalloc.faults import PeerWatch, identity
+        from dynalloc.faults import identity
+        from dynalloc.peerwatch import PeerWatch
         peer = subprocess.Popen(["sleep", "60"])
         host, me = identity()
         with PeerWatch(1, [(host, peer.pid), (host, me), ("elsewhere", 1)]):
@@ -33,15 +36,47 @@ def test_peer_watch_exits_naming_the_lost_rank():
         """
     )
     done = run_python(script)
-    assert done.returncode == EXIT_LOST, done.stderr
-    assert "rank 0 (pid" in done.stderr and "was lost" in done.stderr
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert "rank 0 (pid" in done.stderr and "was lost" in done.stderr, done.stderr
+
+
+def test_the_line_survives_a_launcher_that_kills_the_rank_at_once():
+    """Hydra SIGKILLs a survivor's process group as soon as a rank dies of a signal; the watch
+    lives in a session of its own and still writes the line."""
+    script = textwrap.dedent(
+        """
+        import os, signal, subprocess, sys, time
+        from dynalloc.faults import identity
+        from dynalloc.peerwatch import PeerWatch
+        peer = subprocess.Popen(["sleep", "60"])
+        host, me = identity()
+        with PeerWatch(1, [(host, peer.pid), (host, me)]) as watch:
+            print(watch.pid, flush=True)
+            sys.stdin.readline()
+            os.kill(peer.pid, signal.SIGKILL)
+            os.killpg(os.getpgid(0), signal.SIGKILL)  # what hydra does to the survivors
+        """
+    )
+    job = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    watch_pid = int(job.stdout.readline())
+    job.stdin.write("\n")
+    job.stdin.flush()
+    _, stderr = job.communicate(timeout=20)
+    assert job.returncode == -signal.SIGKILL
+    assert "rank 0 (pid" in stderr and "was lost" in stderr, stderr
+    assert ends_within(watch_pid), "the watch outlived its rank"
 
 
 def test_disarmed_peer_watch_lets_peers_exit():
     script = textwrap.dedent(
         """
         import subprocess, time
-        from dynalloc.faults import PeerWatch, identity
+        from dynalloc.faults import identity
+        from dynalloc.peerwatch import PeerWatch
         peer = subprocess.Popen(["sleep", "0.5"])
         host, me = identity()
         with PeerWatch(1, [(host, peer.pid), (host, me)]) as watch:
@@ -52,6 +87,53 @@ def test_disarmed_peer_watch_lets_peers_exit():
     )
     done = run_python(script)
     assert done.returncode == 0 and "lost" not in done.stderr, done.stderr
+
+
+def test_a_watch_ends_quietly_with_its_rank_and_disarm_host_stops_the_peers_watches():
+    script = textwrap.dedent(
+        """
+        import os, subprocess, sys
+        from dynalloc.faults import identity
+        from dynalloc.peerwatch import PeerWatch
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        peer = subprocess.Popen(["sleep", "60"], **quiet)
+        peer_watch = subprocess.Popen(["sleep", "60"], **quiet)  # stands for the peer's watch
+        host, me = identity()
+        watch = PeerWatch(1, [(host, peer.pid), (host, me)]).__enter__()
+        watch.meet([peer_watch.pid, watch.pid])
+        print(watch.pid, peer.pid, peer_watch.pid, flush=True)
+        sys.stdin.readline()
+        if sys.argv[1] == "host":
+            watch.disarm_host()
+            print(peer_watch.wait(), flush=True)
+        os._exit(0)  # the rank ends without disarming its own watch
+        """
+    )
+    for how in ("exit", "host"):
+        job = subprocess.Popen(
+            [sys.executable, "-c", script, how],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        watch_pid, *others = map(int, job.stdout.readline().split())
+        job.stdin.write("\n")
+        job.stdin.flush()
+        stdout, stderr = job.communicate(timeout=20)
+        for pid in others:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        assert job.returncode == 0 and "lost" not in stderr, stderr
+        assert ends_within(watch_pid), "the watch outlived its rank"
+        if how == "host":
+            assert int(stdout) == -signal.SIGKILL, "disarm_host left the peer's watch running"
+
+
+def ends_within(pid, seconds=10):
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def run_python(script):
