@@ -12,6 +12,7 @@ import numpy as np
 
 from dynalloc.costmodel import AffineCostModel
 from dynalloc.shares import check_bounds, equal_shares, minmax_shares, proportional_shares
+from dynalloc.speedtest import EqualSpeedTest
 
 
 class Policy:
@@ -177,16 +178,20 @@ class AdaptivePolicy(Policy):
     other ranks (with two ranks, a change of either shows on both once the common slowdown is
     divided out). A smaller change is confirmed by the cost model's cumulative sum of errors.
     The first iteration (MXNet's warm-up) counts only when it shows a jump, which the ranks then
-    settle after as after any change."""
+    settle after as after any change. Until a jump shows, the split the run starts from is held
+    while an F-test on the times measured there finds no difference of speed at `significance`
+    (`dynalloc.speedtest`): under pure per-iteration jitter that equal split is the best there is,
+    and the first noisy times would otherwise move it (1 lets them, as before the test)."""
 
     name = "adaptive"
 
     def __init__(
         self, ranks, global_batch, min_share=1, max_share=None,
-        dead_band=0.02, confidence=1.0, settle=3, min_move=0.02, jump=2.0, **model,
+        dead_band=0.02, confidence=1.0, settle=3, min_move=0.02, jump=2.0, significance=0.001,
+        **model,
     ):  # fmt: skip
         super().__init__(ranks, global_batch, min_share, max_share)
-        numbers = (dead_band, confidence, settle, min_move, jump)
+        numbers = (dead_band, confidence, settle, min_move, jump, significance)
         if not (
             all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers)
             and 0 <= dead_band < 1
@@ -194,19 +199,23 @@ class AdaptivePolicy(Policy):
             and settle >= 0
             and 0 <= min_move < 1
             and jump > 1
+            and 0 < significance <= 1
         ):
             raise ValueError(
                 f"adaptive needs 0 <= dead_band < 1, confidence >= 0, settle >= 0, "
-                f"0 <= min_move < 1 and jump > 1, got dead_band={dead_band!r}, "
-                f"confidence={confidence!r}, settle={settle!r}, min_move={min_move!r}, "
-                f"jump={jump!r}"
+                f"0 <= min_move < 1, jump > 1 and 0 < significance <= 1, got "
+                f"dead_band={dead_band!r}, confidence={confidence!r}, settle={settle!r}, "
+                f"min_move={min_move!r}, jump={jump!r}, significance={significance!r}"
             )
         self.dead_band, self.confidence = dead_band, confidence
         self.settle, self.settling = settle, 0
         self.min_move, self.jump = min_move, jump
+        self.significance = significance
         check_model_parameters(model)
         self.models = [AffineCostModel(**model) for _ in range(ranks)]
         self.warm_up = True  # the next update reports MXNet's first iteration
+        self.start_test = EqualSpeedTest(ranks)
+        self.holding = True  # the start split, until the ranks are shown to differ
 
     def _next(self, shares, seconds, iteration, epoch):
         used = shares > 0  # an epoch's last batch may leave a rank without samples
@@ -215,8 +224,10 @@ class AdaptivePolicy(Policy):
             if self._warm_up_noise(shares, seconds, used):
                 return self.shares
             self.settling = self.settle  # a jump: the ranks settle after it as after a change
+            self.holding = False
         settling = 1 if self.settling else None
         confirm = [settling] * self.ranks
+        jumped = np.zeros(self.ranks, dtype=bool)
         if all(model.fitted for model in self.models) and used.any():
             sizes = np.maximum(shares, 1)
             predicted = np.array(
@@ -237,6 +248,9 @@ class AdaptivePolicy(Policy):
             self.settling = self.settle
             for model in self.models:
                 model.confirm_pending()
+        if self.holding and self._holds_start(shares, seconds, jumped):
+            self.settling = 0  # a drift confirmed under jitter is no reason to move either
+            return self.shares
         changed = self.settling > 0
         self.settling = max(self.settling - 1, 0)
         if not all(model.fitted for model in self.models):
@@ -259,6 +273,16 @@ class AdaptivePolicy(Policy):
         if not changed and relative.max() < self.min_move:
             return self.shares
         return moved
+
+    def _holds_start(self, shares, seconds, jumped):
+        """Whether the split the run started from stays: until some rank's time jumps (all of
+        them at once is a slowdown they share) or the times measured at that split reject equal
+        speeds (an epoch's shorter last batch, at another split, is left out of the test)."""
+        if np.array_equal(shares, self.shares) and np.all(shares > 0):
+            self.start_test.observe(seconds / shares)
+        differ = jumped.any() and not jumped.all()
+        self.holding = not (differ or self.start_test.p_value() < self.significance)
+        return self.holding
 
     def _warm_up_noise(self, shares, seconds, used):
         """Whether the first iteration's times are MXNet's warm-up (binding the graph, planning
@@ -286,7 +310,8 @@ def check_model_parameters(params):
         if name not in MODEL_PARAMETERS:
             raise ValueError(
                 f"adaptive has no parameter {name!r}; its parameters: dead_band, "
-                f"confidence, settle, min_move, jump, {', '.join(MODEL_PARAMETERS)}"
+                f"confidence, settle, min_move, jump, significance, "
+                f"{', '.join(MODEL_PARAMETERS)}"
             )
         lowest, highest = MODEL_PARAMETERS[name]
         kind = int if name == "confirm" else (int, float)

@@ -229,6 +229,40 @@ def test_a_drift_below_the_change_threshold_is_followed_within_5_iterations(seed
     assert spread[86:].max() < 0.05, spread[80:95].round(3)
 
 
+def test_adaptive_holds_the_equal_split_under_pure_jitter():
+    """The bench's noisy scenario: four identical ranks, every time jittered by up to ±23%
+    per iteration. The equal split is the best there is; before the start split was held
+    until an F-test found the ranks to differ, adaptive moved 14-34 times in 117 iterations on
+    the draws (paying a new input shape each time), as it still does with significance 1."""
+    moves = {}
+    for significance in (0.001, 1.0):
+        moves[significance] = []
+        for seed in range(10):
+            trace = simulate(
+                make_policy("adaptive", 4, 512, significance=significance),
+                [0.012] * 4, [1e-3] * 4, 117, noise=0.23, seed=seed,
+            )  # fmt: skip
+            changes = np.any(np.diff(trace.shares, axis=0), axis=1)
+            moves[significance].append(int(np.count_nonzero(changes)))
+    assert sum(m > 0 for m in moves[0.001]) <= 1, moves
+    assert min(moves[1.0]) >= 5, moves
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_a_difference_below_the_jump_still_leaves_the_start_split_within_a_few_iterations(ranks):
+    """One rank 1.3x slower (no jump) under ±10% noise: the F-test rejects equal speeds after
+    a handful of iterations (the price of holding under jitter: 2-4 more than without it)."""
+    balanced = []
+    for seed in range(20):
+        slopes = [1e-3] * (ranks - 1) + [1.3e-3]
+        trace = simulate(make_policy("adaptive", ranks, 512), [0.01] * ranks, slopes, 60,
+                         noise=0.1, seed=seed)  # fmt: skip
+        spread = trace.spread()
+        assert spread[0] > 0.2  # the difference is real
+        balanced.append(next(i for i in range(60) if spread[i:].max() < 0.05))
+    assert np.median(balanced) <= 9, balanced
+
+
 def test_a_slowdown_every_rank_shares_moves_no_share():
     """Every 17th iteration all four ranks run twice as slow (an OS hiccup, a busy file
     system): their relative speeds are unchanged, so the equal split must stay. Before the
