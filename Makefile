@@ -20,7 +20,7 @@ help:
 	@echo "make setup          build .venv-train and .venv-workflow (only what changed)"
 	@echo "make lint           ruff"
 	@echo "make bench          every policy and MXNet dist_sync on Fashion-MNIST -> BENCHMARKS.md"
-	@echo "make bench-repeats  then seeds 1 and 2 of its close races (~51 min) -> BENCHMARKS.md"
+	@echo "make bench-repeats  then seeds 1 and 2 of its close races (35-51 min) -> BENCHMARKS.md"
 	@echo "make bench-core     the core figures: adaptive vs static vs oracle, exchange cost"
 
 setup: $(TRAIN_VENV)/.installed $(WORKFLOW_VENV)/.installed
