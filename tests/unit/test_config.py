@@ -211,6 +211,8 @@ def test_unknown_policy_parameter(policy, fragment):
         ({"name": "controller", "gain": 2}, "gain"),
         ({"name": "controller", "dead_band": 1}, "dead_band"),
         ({"name": "adaptive", "dead_band": -0.1}, "dead_band"),
+        ({"name": "adaptive", "significance": 0}, "significance=0"),
+        ({"name": "adaptive", "significance": 1.5}, "significance=1.5"),
         ({"name": "oracle", "speeds": [1.0]}, "speed"),
         ({"name": "oracle", "speeds": [1.0, 0.0]}, "speeds"),
     ],

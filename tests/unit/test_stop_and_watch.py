@@ -5,10 +5,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 from dynalloc.faults import StopRequest
 from dynalloc.peerwatch import alive
+from helpers import wait_for
 
 
 def test_a_signal_only_records_the_request_and_a_second_one_has_its_default_effect():
@@ -68,7 +68,7 @@ def test_the_line_survives_a_launcher_that_kills_the_rank_at_once():
     _, stderr = job.communicate(timeout=20)
     assert job.returncode == -signal.SIGKILL
     assert "rank 0 (pid" in stderr and "was lost" in stderr, stderr
-    assert ends_within(watch_pid), "the watch outlived its rank"
+    wait_for(lambda: not alive(watch_pid), timeout=10, what="the watch to end with its rank")
 
 
 def test_disarmed_peer_watch_lets_peers_exit():
@@ -122,18 +122,9 @@ def test_a_watch_ends_quietly_with_its_rank_and_disarm_host_stops_the_peers_watc
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         assert job.returncode == 0 and "lost" not in stderr, stderr
-        assert ends_within(watch_pid), "the watch outlived its rank"
+        wait_for(lambda pid=watch_pid: not alive(pid), timeout=10, what="the watch to end")
         if how == "host":
             assert int(stdout) == -signal.SIGKILL, "disarm_host left the peer's watch running"
-
-
-def ends_within(pid, seconds=10):
-    deadline = time.monotonic() + seconds
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def run_python(script):
