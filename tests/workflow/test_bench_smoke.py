@@ -72,9 +72,16 @@ def test_bench_smoke_runs_every_kind_of_run_and_writes_the_report(tmp_path):
     assert "`static` (MPI) at least as fast per sample as MXNet `dist_sync`" in text
     assert "Adaptive ran at " in text and "{sps" not in text
     assert "Median ratio to static: " in text and "{paired" not in text
-    # the fastest-policy target is judged on both seeds, against static and dist_sync
-    assert "| `adaptive` fastest non-oracle policy, homogeneous | median " in text, text
+    # targets against a repeated rival are judged on both seeds; the fastest-policy row names
+    # the closest rival of that run, static (repeated) or dist_sync (seed 0 only), as the
+    # machine's noise has it in a 6-iteration run
+    assert "| `adaptive` at most 2% slower than `static`, homogeneous | median " in text, text
     assert "over 2 seeds" in text, text
+    fastest = next(line for line in text.splitlines() if "fastest non-oracle" in line)
+    if "`static`" in fastest.split("|")[2]:
+        assert "| median " in fastest and "over 2 seeds" in fastest, fastest
+    else:
+        assert "`dist_sync`" in fastest and "median" not in fastest, fastest
     assert "| homogeneous | `static` | " in text and "| homogeneous | `dist_sync` | " not in text
     # every policy replayed on the speeds of the four LeNet runs of ours (dist_sync is MXNet's)
     assert "## Paired replay" in text and "| homogeneous | 4 | " in text, text
