@@ -9,7 +9,7 @@ median wall time of `Policy.update` in milliseconds.
 import time
 
 import numpy as np
-from dynalloc.policies import make_policy
+from dynalloc.core.policies import make_policy
 
 
 def median_update_ms(name, updates=200, seed=0):

@@ -1,11 +1,3 @@
-PLOTS = {
-    "shares": "Allocation",
-    "timing": "Allocation",
-    "convergence": "Training",
-    "throughput": "Throughput",
-}
-
-
 rule summarize_run:
     input:
         metrics=f"{RESULTS}/runs/{{run}}/train/metrics.json",

@@ -1,5 +1,6 @@
 # Helpers shared by the rules: the expanded grid, paths, and the two environments' commands.
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from dynalloc.errors import DynallocError
-from dynalloc.grid import expand_runs, stage_arguments
+from dynalloc.experiment.grid import expand_runs, stage_arguments
 
 RESULTS = config["results"]
 try:
@@ -55,6 +56,15 @@ def run_ranks(wildcards):
 
 def staged(wildcards):
     return f"{RESULTS}/data/{RUNS[wildcards.run]['dataset']}"
+
+
+# The report's figures (written by compare_runs) and the report category of each.
+PLOTS = {
+    "shares": "Allocation",
+    "timing": "Allocation",
+    "convergence": "Training",
+    "throughput": "Throughput",
+}
 
 
 def final_outputs():

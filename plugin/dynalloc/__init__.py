@@ -1,7 +1,10 @@
 """dynalloc: re-divide each global batch between data-parallel ranks so that all finish together.
 
-The pure modules (policies, shares, partition, scenario, ...) import only numpy; the MPI exchange
-(`dynalloc.exchange`) and the Gluon integration (`dynalloc.gluon`) are thin layers over them.
+The folders are the boundaries (DESIGN.md): `core` (numpy only: shares, cost models, policies,
+partition, scenarios, simulation) is importable everywhere; `experiment` (run configs, the grid)
+and `analysis` (pandas, matplotlib) never import MXNet or mpi4py; `data` stages datasets;
+`runtime` holds MPI and MXNet (`runtime.gluon.DynamicBatch`, `dynalloc train`). `runtime` and
+`analysis` share only the run directory, through `rundir`.
 """
 
 __version__ = "0.1.0"

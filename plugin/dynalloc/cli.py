@@ -1,4 +1,9 @@
-"""The `dynalloc` command: one subcommand per module, user errors as one line and exit code 2."""
+"""The `dynalloc` command: one subcommand per module, user errors as one line and exit code 2.
+
+Each subcommand's module has `add_arguments(parser)` and `run(args)`. Only the module of the
+command given is imported, so that `--help` is instant and every command works in the one
+environment it needs (the analysis imports pandas, training MXNet and mpi4py).
+"""
 
 import argparse
 import os
@@ -7,16 +12,23 @@ import sys
 from dynalloc import __version__
 from dynalloc.errors import DynallocError
 
-# Subcommand modules, each with `add_arguments(parser)` and `run(args)`. They import MXNet and
-# mpi4py only inside `run`, so that `--help` is instant and works in either environment.
 COMMANDS = {
-    "stage": ("dynalloc.stage", "stage a dataset into the layout the ranks memory-map"),
-    "train": ("dynalloc.train", "train a model over MPI ranks with dynamic batch allocation"),
-    "baseline": ("dynalloc.baseline", "the same run with MXNet's dist_sync parameter server"),
-    "summarize": ("dynalloc.summarize", "one run's summary row"),
-    "compare": ("dynalloc.compare", "tables and plots across runs"),
-    "replay": ("dynalloc.replay", "every policy replayed on the speeds a run measured"),
-    "run-config": ("dynalloc.runconfig", "write one run's config of the pipeline grid as YAML"),
+    "stage": ("dynalloc.data.stage", "stage a dataset into the layout the ranks memory-map"),
+    "train": (
+        "dynalloc.runtime.train",
+        "train a model over MPI ranks with dynamic batch allocation",
+    ),
+    "baseline": (
+        "dynalloc.runtime.baseline",
+        "the same run with MXNet's dist_sync parameter server",
+    ),
+    "summarize": ("dynalloc.analysis.summary", "one run's summary row"),
+    "compare": ("dynalloc.analysis.compare", "tables and plots across runs"),
+    "replay": ("dynalloc.analysis.replay", "every policy replayed on the speeds a run measured"),
+    "run-config": (
+        "dynalloc.experiment.write_run_config",
+        "write one run's config of the pipeline grid as YAML",
+    ),
 }
 
 
@@ -28,7 +40,8 @@ def launcher_rank():
     return 0
 
 
-def build_parser():
+def build_parser(command=None):
+    """The parser, with the arguments of `command` (the one to run) added."""
     parser = argparse.ArgumentParser(
         prog="dynalloc",
         description="Dynamic batch allocation for synchronous data-parallel MXNet training.",
@@ -38,12 +51,15 @@ def build_parser():
     for name, (module, help_text) in COMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(module=module)
-        __import__(module, fromlist=["add_arguments"]).add_arguments(sub)
+        if name == command:
+            __import__(module, fromlist=["add_arguments"]).add_arguments(sub)
     return parser
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((word for word in argv if not word.startswith("-")), None)
+    args = build_parser(command).parse_args(argv)
     try:
         return __import__(args.module, fromlist=["run"]).run(args) or 0
     except DynallocError as error:

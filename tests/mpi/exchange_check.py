@@ -3,7 +3,7 @@
 import sys
 
 import numpy as np
-from dynalloc.exchange import GradientExchange
+from dynalloc.runtime.exchange import GradientExchange
 
 exchange = GradientExchange([np.zeros((3, 4), np.float32), np.zeros(5, np.float32)])
 rank, size = exchange.rank, exchange.size

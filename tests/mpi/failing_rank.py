@@ -5,10 +5,11 @@ The failure is a real exception in a real rank process; only its cause is inject
 import os
 import sys
 
-from dynalloc import cli, train
+from dynalloc import cli
+from dynalloc.runtime.loop import TrainingLoop
 
 FAIL_RANK, FAIL_AT = int(os.environ["FAIL_RANK"]), int(os.environ["FAIL_AT"])
-iterate = train.Run.iterate
+iterate = TrainingLoop.iterate
 
 
 def failing_iterate(self, step):
@@ -17,5 +18,5 @@ def failing_iterate(self, step):
     return iterate(self, step)
 
 
-train.Run.iterate = failing_iterate
+TrainingLoop.iterate = failing_iterate
 sys.exit(cli.main())

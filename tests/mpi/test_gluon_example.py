@@ -13,7 +13,7 @@ README = Path(__file__).parents[2] / "README.md"
 SETUP = """
 import numpy as np
 mx.random.seed(0)  # a reproducible initialisation: the test asserts an accuracy
-from dynalloc.dataset import load_staged
+from dynalloc.data.staged import load_staged
 
 data = load_staged({dataset!r})
 train_x, train_y = data.train_x, data.train_y

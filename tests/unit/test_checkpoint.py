@@ -7,9 +7,9 @@ import pickle
 
 import numpy as np
 import pytest
-from dynalloc import checkpoint
+from dynalloc.core.policies import POLICIES, make_policy
 from dynalloc.errors import DynallocError
-from dynalloc.policies import POLICIES, make_policy
+from dynalloc.runtime import checkpoint
 
 CONFIG = {"dataset": "/d", "model": "lenet", "global_batch": 512, "seed": 0, "epochs": 2}
 
@@ -94,7 +94,7 @@ def test_resume_allows_another_policy_or_rank_count():
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_a_policy_keeps_its_layout_through_a_checkpoint_and_updates(name):
     speeds = {"speeds": [1.0, 1.0, 1.0, 0.25]} if name == "oracle" else {}
-    fresh, used = (make_policy(name, 4, 512, **speeds) for _ in range(2))
+    fresh, used = (make_policy({"name": name, **speeds}, 4, 512) for _ in range(2))
     shares = used.shares
     for iteration, times in enumerate([[0.1, 0.1, 0.1, 0.4], [0.1, 0.1, 0.3, 0.1]] * 3):
         shares = used.update(shares, times, iteration + 1, 0)

@@ -1,14 +1,20 @@
-"""`dynalloc.config`: defaults, one DynallocError naming the key for every bad input, the oracle's
-speeds, the iteration and epoch counts, and loading the YAML file."""
+"""`dynalloc.experiment.run_config`: defaults, one DynallocError naming the key for every bad
+input, the oracle's speeds, the iteration and epoch counts, and loading the YAML file."""
 
 import copy
 import re
 from pathlib import Path
 
 import pytest
-from dynalloc.config import DEFAULTS, load_config, planned_epochs, resolve, total_iterations
+from dynalloc.core.policies import POLICIES
 from dynalloc.errors import DynallocError
-from dynalloc.policies import POLICIES
+from dynalloc.experiment.run_config import (
+    DEFAULTS,
+    load_config,
+    planned_epochs,
+    resolve,
+    total_iterations,
+)
 
 DATASET = "staged"
 

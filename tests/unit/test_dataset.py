@@ -4,8 +4,14 @@ import json
 
 import numpy as np
 import pytest
-from dynalloc import dataset
-from dynalloc.dataset import MANIFEST_NAME, StagedDataset, file_sha256, load_staged, write_staged
+from dynalloc.data.staged import (
+    DATA_FILES,
+    MANIFEST_NAME,
+    StagedDataset,
+    file_sha256,
+    load_staged,
+    write_staged,
+)
 from dynalloc.errors import DynallocError
 
 CLASSES = 3
@@ -86,7 +92,7 @@ def test_manifest_fields(staged):
         "x_dtype": "float32",
         "y_dtype": "int32",
     }
-    assert manifest["sha256"] == {name: file_sha256(staged / name) for name in dataset.DATA_FILES}
+    assert manifest["sha256"] == {name: file_sha256(staged / name) for name in DATA_FILES}
     assert manifest["dynalloc_version"] and manifest["seed"] == 7
 
 
@@ -125,7 +131,7 @@ def test_failure_while_writing_removes_the_temporary_directory(tmp_path, monkeyp
             raise OSError("disk full")
         return file_sha256(path)
 
-    monkeypatch.setattr(dataset, "file_sha256", failing_hash)
+    monkeypatch.setattr("dynalloc.data.staged.file_sha256", failing_hash)
     with pytest.raises(OSError, match="disk full"):
         stage(tmp_path / "staged", arrays=raw_arrays(seed=1))
     assert [path.name for path in tmp_path.iterdir()] == ["staged"]
@@ -269,7 +275,8 @@ def test_without_verify_only_byte_level_checks_are_skipped(staged):
 
 
 def test_scans_find_bad_values_in_later_blocks(staged, monkeypatch):
-    monkeypatch.setattr(dataset, "SCAN_BLOCK_BYTES", 8 * 16 * 3)  # three images per block
+    # three images per block
+    monkeypatch.setattr("dynalloc.data.staged.SCAN_BLOCK_BYTES", 8 * 16 * 3)
     assert load_staged(staged).train_x.shape[0] == 40
     x = np.load(staged / "train_x.npy", mmap_mode="r+")
     x[37, 0, 3, 3] = np.inf

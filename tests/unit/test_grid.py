@@ -2,7 +2,7 @@
 
 import pytest
 from dynalloc.errors import DynallocError
-from dynalloc.grid import expand_runs, stage_arguments
+from dynalloc.experiment.grid import expand_runs, stage_arguments
 
 
 def pipeline(**overrides):

@@ -1,4 +1,4 @@
-"""`dynalloc.partition.GlobalBatchSampler`: every sample of an epoch exactly once, whatever the
+"""`dynalloc.core.partition.GlobalBatchSampler`: every sample of an epoch exactly once, whatever the
 shares of each iteration are, in contiguous rank-ordered pieces of a per-(seed, epoch) permutation.
 """
 
@@ -6,8 +6,8 @@ import doctest
 
 import numpy as np
 import pytest
-from dynalloc import partition
-from dynalloc.partition import GlobalBatchSampler
+from dynalloc.core import partition
+from dynalloc.core.partition import GlobalBatchSampler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -5,8 +5,8 @@ import warnings
 
 import numpy as np
 import pytest
-from dynalloc.policies import POLICIES, make_policy
-from dynalloc.simulate import simulate
+from dynalloc.core.policies import POLICIES, make_policy
+from dynalloc.core.simulate import simulate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +18,7 @@ TIMES = st.one_of(
 
 def build(name, ranks, batch, min_share=1, max_share=None):
     params = {"speeds": list(np.linspace(1.0, 2.0, ranks))} if name == "oracle" else {}
-    return make_policy(name, ranks, batch, min_share, max_share, **params)
+    return make_policy({"name": name, **params}, ranks, batch, min_share, max_share)
 
 
 @st.composite
@@ -67,7 +67,7 @@ def test_unknown_policy_and_parameter_are_named():
     with pytest.raises(ValueError, match="unknown policy 'fastest'.*adaptive"):
         make_policy("fastest", 2, 64)
     with pytest.raises(ValueError, match="adaptive has no parameter 'gain'"):
-        make_policy("adaptive", 2, 64, gain=0.3)
+        make_policy({"name": "adaptive", "gain": 0.3}, 2, 64)
 
 
 def test_static_is_an_equal_split():
@@ -87,14 +87,14 @@ def test_dbs_changes_shares_only_at_epoch_boundaries():
 
 
 def test_controller_is_idle_inside_its_dead_band_and_moves_outside():
-    policy = make_policy("controller", 2, 400, dead_band=0.05)
+    policy = make_policy({"name": "controller", "dead_band": 0.05}, 2, 400)
     assert policy.update([200, 200], [1.0, 1.04], 1, 0).tolist() == [200, 200]
     moved = policy.update([200, 200], [1.0, 2.0], 2, 0)
     assert moved[0] > 200 > moved[1]
 
 
 def test_oracle_keeps_the_shares_of_its_speeds():
-    policy = make_policy("oracle", 2, 400, speeds=[3.0, 1.0])
+    policy = make_policy({"name": "oracle", "speeds": [3.0, 1.0]}, 2, 400)
     assert policy.shares.tolist() == [300, 100]
     assert policy.update([300, 100], [5.0, 1.0], 1, 0).tolist() == [300, 100]
 
@@ -239,7 +239,7 @@ def test_adaptive_holds_the_equal_split_under_pure_jitter():
         moves[significance] = []
         for seed in range(10):
             trace = simulate(
-                make_policy("adaptive", 4, 512, significance=significance),
+                make_policy({"name": "adaptive", "significance": significance}, 4, 512),
                 [0.012] * 4, [1e-3] * 4, 117, noise=0.23, seed=seed,
             )  # fmt: skip
             changes = np.any(np.diff(trace.shares, axis=0), axis=1)
@@ -323,6 +323,9 @@ def test_adaptive_with_a_zero_change_threshold_runs():
     """Regression: with change_threshold 0 (an accepted value) an error-free observation made
     the drift detector rescale by the mean of no observations."""
     trace = simulate(
-        make_policy("adaptive", 2, 256, change_threshold=0.0), [0.01] * 2, [1e-3, 2e-3], 30
+        make_policy({"name": "adaptive", "change_threshold": 0.0}, 2, 256),
+        [0.01] * 2,
+        [1e-3, 2e-3],
+        30,
     )
     assert np.all(trace.shares.sum(axis=1) == 256)

@@ -1,4 +1,4 @@
-"""`dynalloc.scenario.Scenario`: slowdown factors, spans [start, end), stacking, contention
+"""`dynalloc.core.scenario.Scenario`: slowdown factors, spans [start, end), stacking, contention
 burners, and a ValueError naming the key for every invalid spec."""
 
 import math
@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from dynalloc.scenario import Change, Scenario
+from dynalloc.core.scenario import Change, Scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,11 +1,12 @@
-"""`dynalloc.shares`: exact integer min-max allocation of a global batch, bounds, ties, errors."""
+"""`dynalloc.core.shares`: exact integer min-max allocation of a global batch, bounds, ties,
+errors."""
 
 import itertools
 import math
 
 import numpy as np
 import pytest
-from dynalloc.shares import check_bounds, equal_shares, minmax_shares, proportional_shares
+from dynalloc.core.shares import check_bounds, equal_shares, minmax_shares, proportional_shares
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 

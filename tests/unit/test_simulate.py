@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from dynalloc.policies import make_policy
-from dynalloc.simulate import replay
+from dynalloc.core.policies import make_policy
+from dynalloc.core.simulate import replay
 
 
 def test_a_rank_takes_its_share_times_its_measured_seconds_per_sample():

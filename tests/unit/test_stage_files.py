@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 import pytest
 from dynalloc.cli import main
-from dynalloc.dataset import load_staged
+from dynalloc.data.staged import load_staged
 
 IDX_STEMS = {
     "train_images": "train-images-idx3-ubyte",

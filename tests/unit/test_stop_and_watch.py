@@ -6,8 +6,8 @@ import subprocess
 import sys
 import textwrap
 
-from dynalloc.faults import StopRequest
-from dynalloc.peerwatch import alive
+from dynalloc.runtime.faults import StopRequest
+from dynalloc.runtime.peerwatch import alive
 from helpers import wait_for
 
 
@@ -25,8 +25,8 @@ def test_peer_watch_names_the_lost_rank_and_ends_its_own():
     script = textwrap.dedent(
         """
         import os, signal, subprocess, time
-        from dynalloc.faults import identity
-        from dynalloc.peerwatch import PeerWatch
+        from dynalloc.runtime.faults import identity
+        from dynalloc.runtime.peerwatch import PeerWatch
         peer = subprocess.Popen(["sleep", "60"])
         host, me = identity()
         with PeerWatch(1, [(host, peer.pid), (host, me), ("elsewhere", 1)]):
@@ -46,8 +46,8 @@ def test_the_line_survives_a_launcher_that_kills_the_rank_at_once():
     script = textwrap.dedent(
         """
         import os, signal, subprocess, sys, time
-        from dynalloc.faults import identity
-        from dynalloc.peerwatch import PeerWatch
+        from dynalloc.runtime.faults import identity
+        from dynalloc.runtime.peerwatch import PeerWatch
         peer = subprocess.Popen(["sleep", "60"])
         host, me = identity()
         with PeerWatch(1, [(host, peer.pid), (host, me)]) as watch:
@@ -75,8 +75,8 @@ def test_disarmed_peer_watch_lets_peers_exit():
     script = textwrap.dedent(
         """
         import subprocess, time
-        from dynalloc.faults import identity
-        from dynalloc.peerwatch import PeerWatch
+        from dynalloc.runtime.faults import identity
+        from dynalloc.runtime.peerwatch import PeerWatch
         peer = subprocess.Popen(["sleep", "0.5"])
         host, me = identity()
         with PeerWatch(1, [(host, peer.pid), (host, me)]) as watch:
@@ -93,8 +93,8 @@ def test_a_watch_ends_quietly_with_its_rank_and_disarm_host_stops_the_peers_watc
     script = textwrap.dedent(
         """
         import os, subprocess, sys
-        from dynalloc.faults import identity
-        from dynalloc.peerwatch import PeerWatch
+        from dynalloc.runtime.faults import identity
+        from dynalloc.runtime.peerwatch import PeerWatch
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         peer = subprocess.Popen(["sleep", "60"], **quiet)
         peer_watch = subprocess.Popen(["sleep", "60"], **quiet)  # stands for the peer's watch

@@ -1,5 +1,5 @@
-"""`dynalloc.telemetry` and `dynalloc.fsutil`: logs that only appear under their final name once
-complete, atomic writes, wait fractions and the progress line."""
+"""`dynalloc.runtime.telemetry`, `dynalloc.rundir` and `dynalloc.fsutil`: logs that only appear
+under their final name once complete, atomic writes, wait fractions and the progress line."""
 
 import csv
 import io
@@ -9,7 +9,8 @@ import stat
 
 import pytest
 from dynalloc.fsutil import atomic_write
-from dynalloc.telemetry import EPOCH_FIELDS, GrowingCSV, Progress, wait_fractions, write_json
+from dynalloc.rundir import EPOCH_FIELDS, wait_fractions, write_json
+from dynalloc.runtime.telemetry import GrowingCSV, Progress
 
 FIELDS = ("iteration", "epoch", "rank", "batch_size", "compute_s", "sync_s", "wait_s")
 

@@ -6,7 +6,7 @@ import signal
 import subprocess
 
 import pytest
-from dynalloc import checkpoint
+from dynalloc.runtime import checkpoint
 from helpers import ENV, ROOT, SNAKEMAKE, snakemake, snakemake_command, wait_for
 
 pytestmark = [

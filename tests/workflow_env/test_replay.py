@@ -2,7 +2,7 @@
 
 import pandas as pd
 import pytest
-from dynalloc.analysis import replay_run
+from dynalloc.analysis.runs import replay_run
 from dynalloc.cli import main
 from helpers import make_run
 

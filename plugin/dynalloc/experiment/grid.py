@@ -8,8 +8,8 @@ before any job starts, and each run gets a readable, stable name and the exact r
 import itertools
 from pathlib import Path
 
+from dynalloc.core.policies import POLICIES
 from dynalloc.errors import DynallocError
-from dynalloc.policies import POLICIES
 
 AXES = ("dataset", "model", "policy", "scenario", "ranks", "seed")
 COMPARED_BY = tuple(axis for axis in AXES if axis != "policy")  # runs compared with each other

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
+from dynalloc.core.policies import POLICIES, make_policy
+from dynalloc.core.scenario import Scenario
+from dynalloc.core.shares import check_bounds
 from dynalloc.errors import DynallocError
-from dynalloc.policies import POLICIES, make_policy
-from dynalloc.scenario import Scenario
-from dynalloc.shares import check_bounds
 
 SCENARIO_KEYS = ("slowdown", "changes", "jitter", "jitter_draw")  # Scenario's parameters
 
@@ -114,16 +114,12 @@ def resolve(raw, ranks):
         raise DynallocError(
             f"unknown policy {name!r} (policy.name); choose one of {', '.join(POLICIES)}"
         )
-    params = {k: v for k, v in policy.items() if k != "name"}
-    if name == "oracle" and "speeds" not in params:
+    if name == "oracle" and "speeds" not in policy:
         if built.changes:
             raise DynallocError("policy 'oracle' needs policy.speeds when scenario.changes is set")
-        params["speeds"] = built.static_speeds()
-        policy["speeds"] = params["speeds"]
+        policy["speeds"] = built.static_speeds()
     try:
-        make_policy(
-            name, ranks, config["global_batch"], config["min_share"], config["max_share"], **params
-        )
+        make_policy(policy, ranks, config["global_batch"], config["min_share"], config["max_share"])
     except ValueError as error:
         raise DynallocError(f"policy: {error}") from None
     _mapping(config, "optimizer")

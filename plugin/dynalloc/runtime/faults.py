@@ -4,7 +4,7 @@ Blocking collectives have no timeout, so a rank that dies or gives up would leav
 waiting forever. Three mechanisms prevent it:
 - a rank that raises aborts the whole job (`MPI_Abort`) after printing its own message;
 - on each host a watch process beside every rank notices a local peer that vanished (SIGKILL,
-  OOM killer) and ends its rank with a line naming the lost one (`dynalloc.peerwatch`; the
+  OOM killer) and ends its rank with a line naming the lost one (`dynalloc.runtime.peerwatch`; the
   launcher, mpiexec or srun, ends the ranks on other hosts);
 - SIGTERM (a scheduler's time limit) or SIGINT only sets a flag: the ranks agree on it in the
   next iteration's timing exchange, finish that iteration, checkpoint and exit with

@@ -25,12 +25,13 @@ import mxnet as mx
 import numpy as np
 from mxnet.base import _LIB, check_call
 
+from dynalloc.core.partition import GlobalBatchSampler
+from dynalloc.core.policies import make_policy
+from dynalloc.core.policy import Policy
 from dynalloc.errors import DynallocError, SharedError
-from dynalloc.exchange import GradientExchange
-from dynalloc.partition import GlobalBatchSampler
-from dynalloc.policies import make_policy
-from dynalloc.telemetry import ROW_FIELDS  # noqa: F401 - the columns of DynamicBatch.rows
-from dynalloc.timing import ComputeTimer
+from dynalloc.rundir import Row
+from dynalloc.runtime.exchange import GradientExchange
+from dynalloc.runtime.timing import ComputeTimer
 
 
 def numpy_view(array):
@@ -52,8 +53,11 @@ class DynamicBatch:
     """Hands each rank its samples per iteration, times its compute, exchanges the weighted
     gradients, steps the trainer and feeds the allocation policy.
 
+    policy: a name (`dynalloc.core.policies`), a mapping of `name` and parameters as in a run
+        config, or a `Policy` made for these ranks and global batch.
     slowdown: optional `iteration -> factor` that stretches this rank's compute (experiments).
-    policy_params: keyword parameters of the policy (see `dynalloc.policies`).
+    sampler: the run's `GlobalBatchSampler`, when the caller has built it already.
+    `rows` collects this rank's `rundir.Row` of every iteration.
     """
 
     def __init__(
@@ -62,14 +66,15 @@ class DynamicBatch:
         trainer,
         dataset_size,
         global_batch,
+        *,
         policy="adaptive",
         seed=0,
         min_share=1,
         max_share=None,
         drop_last=False,
         slowdown=None,
-        policy_params=None,
         comm=None,
+        sampler=None,
     ):
         trainable = [p for p in params.values() if p.grad_req != "null"]
         fixed = [p for p in params.values() if p.grad_req == "null"]  # e.g. BatchNorm statistics
@@ -90,14 +95,26 @@ class DynamicBatch:
         self.state = GradientExchange(state, comm, sleeps)
         self.rank, self.ranks = self.exchange.rank, self.exchange.size
         try:
-            self.policy = make_policy(
-                policy, self.ranks, global_batch, min_share, max_share, **(policy_params or {})
+            self.policy = (
+                policy
+                if isinstance(policy, Policy)
+                else make_policy(policy, self.ranks, global_batch, min_share, max_share)
             )
-            self.sampler = GlobalBatchSampler(
+            self.sampler = sampler or GlobalBatchSampler(
                 dataset_size, global_batch, seed, drop_last, min_share, self.ranks
             )
         except ValueError as error:
             raise DynallocError(str(error)) from None
+        if (self.policy.ranks, self.policy.global_batch) != (self.ranks, global_batch):
+            raise DynallocError(
+                f"the policy was made for {self.policy.ranks} ranks and a global batch of "
+                f"{self.policy.global_batch}, not {self.ranks} and {global_batch}"
+            )
+        if (self.sampler.dataset_size, self.sampler.global_batch) != (dataset_size, global_batch):
+            raise DynallocError(
+                f"the sampler was made for {self.sampler.dataset_size} samples in batches of "
+                f"{self.sampler.global_batch}, not {dataset_size} in batches of {global_batch}"
+            )
         self.trainer, self.slowdown = trainer, slowdown
         self.global_batch = global_batch
         self.iteration = 0
@@ -142,18 +159,18 @@ class DynamicBatch:
                 f"(epoch {step.epoch}); lower the learning rate"
             )
         self.rows.append(
-            (
-                self.iteration,
-                step.epoch,
-                self.rank,
-                int(step.shares[self.rank]),
-                step.compute_s,
-                sync_s,
-                float(compute.max() - step.compute_s),
-                time.perf_counter() - step.started,
-                loss,
-                step.slowdown,
-                self.policy.name,
+            Row(
+                iteration=self.iteration,
+                epoch=step.epoch,
+                rank=self.rank,
+                batch_size=int(step.shares[self.rank]),
+                compute_s=step.compute_s,
+                sync_s=sync_s,
+                wait_s=float(compute.max() - step.compute_s),
+                iteration_s=time.perf_counter() - step.started,
+                loss=loss,
+                slowdown=step.slowdown,
+                policy=self.policy.name,
             )
         )
         self.iteration += 1

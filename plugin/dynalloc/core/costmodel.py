@@ -156,3 +156,35 @@ class AffineCostModel:
             keep * sbt + share * seconds,
             keep * keep * squares + 1.0,
         ]
+
+
+MODEL_PARAMETERS = {  # name: (lowest, highest) accepted value of the cost model's tunables
+    "forgetting": (0.0, 0.999999),
+    "intercept_fraction": (0.0, 0.95),
+    "prior_strength": (0.0, 1e6),
+    "change_threshold": (0.0, 1e6),
+    "noise_multiplier": (0.0, 1e6),
+    "drift_slack": (0.0, 1e6),
+    "confirm": (1, 100),
+}
+
+
+def check_model_parameters(params):
+    """ValueError naming an unknown or out-of-range tunable of the adaptive cost model."""
+    for name, value in params.items():
+        if name not in MODEL_PARAMETERS:
+            raise ValueError(
+                f"adaptive has no parameter {name!r}; its parameters: dead_band, "
+                f"confidence, settle, min_move, jump, significance, "
+                f"{', '.join(MODEL_PARAMETERS)}"
+            )
+        lowest, highest = MODEL_PARAMETERS[name]
+        kind = int if name == "confirm" else (int, float)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, kind)
+            or not (lowest <= value <= highest)
+        ):
+            raise ValueError(
+                f"adaptive {name} must be a number in [{lowest}, {highest}], got {value!r}"
+            )

@@ -7,7 +7,7 @@ order. Every sample of an epoch is used exactly once, whatever the shares are.
 
 import numpy as np
 
-from dynalloc.shares import proportional_shares
+from dynalloc.core.shares import proportional_shares
 
 
 class GlobalBatchSampler:

@@ -1,5 +1,6 @@
 """The report's figures: what the allocation did (shares), why (timing), what it bought
-(convergence, throughput).
+(convergence, throughput); and BENCHMARKS.md's (one rank's share under each policy, throughput
+by scenario).
 
 Figures are built on matplotlib's `Figure` (Agg canvas, no pyplot state) and saved as PNG through
 `atomic_write`, so a reader never sees half a file.
@@ -10,7 +11,7 @@ import math
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator, NullFormatter
 
-from dynalloc.analysis import load_run
+from dynalloc.analysis.runs import load_run
 from dynalloc.errors import DynallocError
 from dynalloc.fsutil import atomic_write
 
@@ -94,6 +95,44 @@ def plot_throughput(summary, path):
     ax.margins(y=0.15)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(title="policy")
+    _save(fig, path)
+
+
+def plot_rank_share(run_dirs, rank, path, title):
+    """One rank's share of the global batch over iterations, a line per run named by its policy,
+    on one axis, the first run's changes of speed shaded: how each policy follows a change."""
+    runs = _runs(run_dirs)
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    ax = fig.subplots()
+    for run in runs:
+        rows = run.iterations[run.iterations["rank"] == rank]
+        ax.plot(rows["iteration"], rows["batch_size"], lw=1, label=run.policy)
+    _shade_changes(ax, runs[0])
+    ylabel = f"rank {rank}'s share of B = {runs[0].metrics['global_batch']}"
+    ax.set(title=title, xlabel="iteration", ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, ncols=3)
+    _save(fig, path)
+
+
+def plot_scenario_throughput(summary, path, title, policies=()):
+    """Samples/s of one run per (scenario, policy), a bar each, grouped by scenario: the
+    policies in the order of `policies`, any others after them (static first)."""
+    if summary.empty:
+        raise DynallocError("no runs to plot")
+    table = summary.pivot(index="scenario", columns="policy", values="samples_per_s")
+    order = [p for p in policies if p in table.columns]
+    order += sorted(set(table.columns) - set(order), key=_static_first)
+    width = 0.8 / len(order)
+    fig = Figure(figsize=(10, 4.5), layout="constrained")
+    ax = fig.subplots()
+    for i, policy in enumerate(order):
+        offset = (i - (len(order) - 1) / 2) * width
+        ax.bar([g + offset for g in range(len(table))], table[policy], width, label=policy)
+    ax.set_xticks(range(len(table)), table.index)
+    ax.set(ylabel="samples/s", title=title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(ncols=4, fontsize=8)
     _save(fig, path)
 
 

@@ -47,3 +47,18 @@ def pin_to_core(rank, threads=1):
     mine = [cores[(rank * threads + i) % len(cores)] for i in range(threads)]
     os.sched_setaffinity(0, set(mine))
     return mine[0]
+
+
+def pin_rank(config, rank):
+    """Pin this rank as the run config asks (`pin_cores`, `threads_per_rank`), before MXNet
+    starts its threads, which inherit the mask; returns the core burners go to, or None."""
+    if not config["pin_cores"]:
+        return None
+    return pin_to_core(rank, config["threads_per_rank"])
+
+
+def burners_for(scenario, core):
+    """The rank's Burners when its scenario schedules contention (and it has a core), else None."""
+    if core is None or not any(c.mode == "contention" for c in scenario.changes):
+        return None
+    return Burners(core)

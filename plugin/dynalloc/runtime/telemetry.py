@@ -1,4 +1,4 @@
-"""Run-directory output of rank 0: per-iteration and per-epoch CSVs, metrics, progress on stderr.
+"""Rank 0's output while a run goes: CSV logs that grow, and the progress line on stderr.
 
 Logs grow under a `.partial` name while the run goes and are renamed when it ends, so a reader
 (Snakemake, the analysis) never takes a crashed run's file for a finished one.
@@ -6,31 +6,13 @@ Logs grow under a `.partial` name while the run goes and are renamed when it end
 
 import contextlib
 import csv
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from dynalloc.errors import DynallocError
-from dynalloc.fsutil import atomic_write
-
-ROW_FIELDS = (
-    "iteration",
-    "epoch",
-    "rank",
-    "batch_size",
-    "compute_s",
-    "sync_s",
-    "wait_s",
-    "iteration_s",
-    "loss",
-    "slowdown",
-    "policy",
-)
-EPOCH_FIELDS = ("epoch", "wall_s", "train_loss", "test_loss", "test_accuracy")
+from dynalloc.rundir import partial
 
 
 class GrowingCSV:
@@ -38,7 +20,7 @@ class GrowingCSV:
 
     def __init__(self, path, fields):
         self.path = Path(path)
-        self.partial = self.path.with_name(self.path.name + ".partial")
+        self.partial = partial(self.path)
         with self.writing():
             self.handle = open(self.partial, "w", newline="", encoding="utf-8")  # noqa: SIM115
             self.writer = csv.writer(self.handle)
@@ -63,26 +45,6 @@ class GrowingCSV:
             yield
         except OSError as error:
             raise DynallocError(f"cannot write {self.partial}: {error.strerror}") from None
-
-
-def write_json(path, data):
-    try:
-        with atomic_write(path) as handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-    except OSError as error:
-        raise DynallocError(f"cannot write {path}: {error.strerror}") from None
-
-
-def wait_fractions(rows, ranks):
-    """Per rank: sum of wait_s over sum of compute_s + wait_s (rows as in ROW_FIELDS)."""
-    table = np.array([(r[2], r[4], r[6]) for r in rows], dtype=float).reshape(-1, 3)
-    fractions = []
-    for rank in range(ranks):
-        mine = table[table[:, 0] == rank]
-        busy = mine[:, 1].sum() + mine[:, 2].sum()
-        fractions.append(float(mine[:, 2].sum() / busy) if busy > 0 else 0.0)
-    return fractions
 
 
 class Progress:

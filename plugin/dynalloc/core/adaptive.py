@@ -1,0 +1,138 @@
+"""`adaptive`, our policy: per-rank online affine cost models and the exact min-max split, moved
+only as far as the evidence carries (see the class docstring for the whole argument)."""
+
+import numpy as np
+
+from dynalloc.core.costmodel import AffineCostModel, check_model_parameters
+from dynalloc.core.policy import Policy
+from dynalloc.core.shares import minmax_shares
+from dynalloc.core.speedtest import EqualSpeedTest
+
+
+class AdaptivePolicy(Policy):
+    """Ours: per-rank online affine cost models; the split that minimises the slowest rank's
+    predicted time exactly (integers, bounds); no move while the predicted spread of finish times
+    is within `dead_band`, and a step shrunk towards zero when that spread is within `confidence`
+    standard errors of the estimates (so noise does not move shares). What sets the split is each
+    rank's speed relative to the others, so the models see times divided by the slowdown the
+    ranks share (an OS hiccup, the machine's drift). A confirmed change of a rank's speed rescales
+    its model and moves at once, with full steps for `settle` iterations while the rescaled model
+    finds the new balance. One deviation confirms a change when the rank's time doubled or halved
+    (`jump`), and while the ranks settle after a change (a rank sharing a core or a link with the
+    changed one changes with it); a confirmed change also confirms the deviations held back on
+    other ranks (with two ranks, a change of either shows on both once the common slowdown is
+    divided out). A smaller change is confirmed by the cost model's cumulative sum of errors.
+    The first iteration (MXNet's warm-up) counts only when it shows a jump, which the ranks then
+    settle after as after any change. Until a jump shows, the split the run starts from is held
+    while an F-test on the times measured there finds no difference of speed at `significance`
+    (`speedtest`): under pure per-iteration jitter that equal split is the best there is,
+    and the first noisy times would otherwise move it (1 lets them, as before the test)."""
+
+    name = "adaptive"
+
+    def __init__(
+        self, ranks, global_batch, min_share=1, max_share=None,
+        dead_band=0.02, confidence=1.0, settle=3, min_move=0.02, jump=2.0, significance=0.001,
+        **model,
+    ):  # fmt: skip
+        super().__init__(ranks, global_batch, min_share, max_share)
+        numbers = (dead_band, confidence, settle, min_move, jump, significance)
+        if not (
+            all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers)
+            and 0 <= dead_band < 1
+            and confidence >= 0
+            and settle >= 0
+            and 0 <= min_move < 1
+            and jump > 1
+            and 0 < significance <= 1
+        ):
+            raise ValueError(
+                f"adaptive needs 0 <= dead_band < 1, confidence >= 0, settle >= 0, "
+                f"0 <= min_move < 1, jump > 1 and 0 < significance <= 1, got "
+                f"dead_band={dead_band!r}, confidence={confidence!r}, settle={settle!r}, "
+                f"min_move={min_move!r}, jump={jump!r}, significance={significance!r}"
+            )
+        self.dead_band, self.confidence = dead_band, confidence
+        self.settle, self.settling = settle, 0
+        self.min_move, self.jump = min_move, jump
+        self.significance = significance
+        check_model_parameters(model)
+        self.models = [AffineCostModel(**model) for _ in range(ranks)]
+        self.warm_up = True  # the next update reports MXNet's first iteration
+        self.start_test = EqualSpeedTest(ranks)
+        self.holding = True  # the start split, until the ranks are shown to differ
+
+    def _next(self, shares, seconds, iteration, epoch):
+        used = shares > 0  # an epoch's last batch may leave a rank without samples
+        if self.warm_up:
+            self.warm_up = False
+            if self._warm_up_noise(shares, seconds, used):
+                return self.shares
+            self.settling = self.settle  # a jump: the ranks settle after it as after a change
+            self.holding = False
+        settling = 1 if self.settling else None
+        confirm = [settling] * self.ranks
+        jumped = np.zeros(self.ranks, dtype=bool)
+        if all(model.fitted for model in self.models) and used.any():
+            sizes = np.maximum(shares, 1)
+            predicted = np.array(
+                [m.predict(int(b)) for m, b in zip(self.models, sizes, strict=True)]
+            )
+            ratios = seconds / predicted
+            seconds = seconds / float(np.median(ratios[used]))
+            # A rank whose time doubled or halved against its model changed: no noise does that.
+            jumped = (ratios >= self.jump) | (ratios <= 1.0 / self.jump)
+            confirm = [1 if jump else settling for jump in jumped]
+        confirmed = [
+            share > 0 and model.observe(int(share), float(time), needed)
+            for model, share, time, needed in zip(
+                self.models, shares, seconds, confirm, strict=True
+            )
+        ]
+        if any(confirmed):
+            self.settling = self.settle
+            for model in self.models:
+                model.confirm_pending()
+        if self.holding and self._holds_start(shares, seconds, jumped):
+            self.settling = 0  # a drift confirmed under jitter is no reason to move either
+            return self.shares
+        changed = self.settling > 0
+        self.settling = max(self.settling - 1, 0)
+        if not all(model.fitted for model in self.models):
+            return self.shares
+        a, c = np.array([model.coefficients() for model in self.models]).T
+        best = minmax_shares(a, c, self.global_batch, self.min_share, self.max_share)
+        now = a + c * self.shares
+        spread = (now.max() - now.min()) / now.mean()
+        if not changed and spread <= self.dead_band:
+            return self.shares
+        # Move as far as the evidence carries: all the way after a confirmed change, or when the
+        # imbalance dwarfs the estimates' standard error, a little when it is within the noise.
+        errors = sorted(model.uncertainty() for model in self.models)[-2:]
+        doubt = self.confidence * float(np.sqrt(np.sum(np.square(errors))))
+        step = 1.0 if changed else spread**2 / (spread**2 + doubt**2)
+        moved = self.split(np.maximum(self.shares + step * (best - self.shares), 1e-9))
+        # Every new share is a new input shape, which MXNet pays for in memory planning: a
+        # creep of a sample or two costs more than the imbalance it removes.
+        relative = np.abs(moved - self.shares) / np.maximum(self.shares, 1)
+        if not changed and relative.max() < self.min_move:
+            return self.shares
+        return moved
+
+    def _holds_start(self, shares, seconds, jumped):
+        """Whether the split the run started from stays: until some rank's time jumps (all of
+        them at once is a slowdown they share) or the times measured at that split reject equal
+        speeds (an epoch's shorter last batch, at another split, is left out of the test)."""
+        if np.array_equal(shares, self.shares) and np.all(shares > 0):
+            self.start_test.observe(seconds / shares)
+        differ = jumped.any() and not jumped.all()
+        self.holding = not (differ or self.start_test.p_value() < self.significance)
+        return self.holding
+
+    def _warm_up_noise(self, shares, seconds, used):
+        """Whether the first iteration's times are MXNet's warm-up (binding the graph, planning
+        memory), which makes identical ranks differ by up to a quarter, rather than a difference
+        of speed: only ranks `jump` times apart in per-sample time show through it. Warm-up
+        noise is left out of the models, which start with the next iteration."""
+        per_sample = seconds[used] / shares[used]
+        return per_sample.max() < self.jump * per_sample.min()

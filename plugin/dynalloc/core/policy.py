@@ -1,0 +1,67 @@
+"""Allocation policies: from the shares just used and each rank's compute time, the next shares.
+
+Every rank runs the same policy on the same allgathered numbers, so all agree on the next split
+without a master. All policies share one contract, enforced here: shares are integers that sum
+exactly to the global batch and lie within `[min_share, max_share]`, and a measurement that is
+zero, negative, NaN or infinite leaves the shares as they were (with one warning).
+"""
+
+import warnings
+
+import numpy as np
+
+from dynalloc.core.shares import check_bounds, equal_shares, proportional_shares
+
+
+class Policy:
+    """Base of all policies; subclasses implement `_next(shares, seconds, iteration, epoch)`.
+
+    Usage, once per iteration on every rank::
+
+        shares = policy.shares                      # the split for the first iteration
+        ...                                         # each rank computes its share, times it
+        shares = policy.update(shares, compute_s, iteration + 1, epoch_of_next)
+    """
+
+    name = ""
+
+    def __init__(self, ranks, global_batch, min_share=1, max_share=None):
+        check_bounds(ranks, global_batch, min_share, max_share)
+        self.ranks, self.global_batch = ranks, global_batch
+        self.min_share, self.max_share = min_share, max_share
+        self.shares = self.initial_shares()
+        self._warned = False
+
+    def initial_shares(self):
+        return equal_shares(self.ranks, self.global_batch, self.min_share, self.max_share)
+
+    def split(self, weights_or_costs):
+        return proportional_shares(
+            weights_or_costs, self.global_batch, self.min_share, self.max_share
+        )
+
+    def update(self, shares, compute_s, iteration, epoch):
+        """Next shares of the global batch after an iteration that used `shares`.
+
+        `shares` may sum to less than the global batch (an epoch's last, smaller batch);
+        `iteration` and `epoch` number the iteration that the returned shares are for.
+        """
+        shares = np.asarray(shares, dtype=np.int64)
+        seconds = np.asarray(compute_s, dtype=float)
+        if shares.shape != (self.ranks,) or seconds.shape != (self.ranks,):
+            raise ValueError(f"expected {self.ranks} shares and times, got {shares} and {seconds}")
+        if not np.all(np.isfinite(seconds) & (seconds > 0)):
+            if not self._warned:
+                warnings.warn(
+                    f"{self.name}: unusable compute times {seconds.tolist()} at iteration "
+                    f"{iteration}; keeping the previous shares (warned once)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self._warned = True
+            return self.shares.copy()
+        self.shares = np.asarray(self._next(shares, seconds, iteration, epoch), dtype=np.int64)
+        return self.shares.copy()
+
+    def _next(self, shares, seconds, iteration, epoch):
+        raise NotImplementedError

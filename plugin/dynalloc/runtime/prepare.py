@@ -1,0 +1,108 @@
+"""What a rank sets up before the run directory is touched, the same for `dynalloc train` and
+`dynalloc baseline`: so that a baseline run trains the same model on the same samples, and so
+that every bad input is found while nothing has been written yet.
+
+Each piece is built once per rank and passed down: the resolved config, the staged data, the
+sampler that cuts every global batch, the emulated scenario, and the network with its trainer.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dynalloc.core.partition import GlobalBatchSampler
+from dynalloc.core.scenario import Scenario
+from dynalloc.data.staged import StagedDataset, load_staged
+from dynalloc.errors import DynallocError
+from dynalloc.experiment.run_config import (
+    load_config,
+    planned_epochs,
+    resolve,
+    total_iterations,
+)
+
+EVAL_CHUNK = 1024  # test samples per forward pass of the evaluation
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One rank's view of a run: what the config asks and the data it is asked on."""
+
+    config: dict
+    data: StagedDataset
+    sampler: GlobalBatchSampler
+    scenario: Scenario
+    total: int  # iterations the run makes
+    epochs: int  # epochs those iterations touch (the last may be partial)
+
+
+def prepare(config_path, rank, ranks, policy=None):
+    """The Setup of `rank` of `ranks` from the run config at `config_path`; `policy` (a
+    mapping) replaces the config's policy."""
+    raw = load_config(config_path)
+    config = resolve(raw if policy is None else {**raw, "policy": policy}, ranks)
+    # Rank 0 reads every byte (sha256, NaN); the others check the manifest, shapes and counts.
+    data = load_staged(config["dataset"], verify=rank == 0)
+    try:
+        sampler = GlobalBatchSampler(
+            len(data.train_y),
+            config["global_batch"],
+            config["seed"],
+            config["drop_last"],
+            config["min_share"],
+            ranks,
+        )
+    except ValueError as error:
+        raise DynallocError(f"global_batch: {error}") from None
+    total = total_iterations(config, sampler.batches_per_epoch)
+    return Setup(
+        config=config,
+        data=data,
+        sampler=sampler,
+        scenario=Scenario(ranks, **config["scenario"]),
+        total=total,
+        epochs=planned_epochs(config, sampler.batches_per_epoch),
+    )
+
+
+def build(setup, **trainer_options):
+    """Model, optimizer and trainer: validated here, before the run directory exists.
+    `trainer_options` go to gluon.Trainer (the baseline's kvstore); by default none."""
+    from mxnet import gluon
+
+    from dynalloc.runtime.models import build_model
+    from dynalloc.runtime.optim import build_optimizer
+
+    config, data = setup.config, setup.data
+    optimizer = build_optimizer(config["optimizer"], setup.total)
+    net = build_model(config["model"], data.classes, tuple(data.input_shape), config["seed"])
+    options = {"kvstore": None, **trainer_options}
+    trainer = gluon.Trainer(net.collect_params(), optimizer, **options)
+    return net, trainer
+
+
+def train_batch(data, indices):
+    """(x, y) NDArrays of the training samples `indices`, read in file order: sequential reads
+    of the memory-mapped file, and the order within a share does not change its gradient."""
+    import mxnet as mx
+
+    rows = np.sort(indices)
+    return mx.nd.array(data.train_x[rows]), mx.nd.array(data.train_y[rows])
+
+
+def eval_sums(net, loss_fn, data, rank, ranks):
+    """[summed loss, correct predictions] over rank's even slice of the test set; the sums of
+    all ranks give the test loss and accuracy."""
+    import mxnet as mx
+
+    n = len(data.test_y)
+    lo, hi = n * rank // ranks, n * (rank + 1) // ranks
+    loss_sum = correct = 0.0
+    for start in range(lo, hi, EVAL_CHUNK):
+        stop = min(start + EVAL_CHUNK, hi)
+        x = mx.nd.array(data.test_x[start:stop])
+        y = mx.nd.array(data.test_y[start:stop])
+        out = net(x)
+        loss_sum += float(loss_fn(out, y).sum().asscalar())
+        correct += float((out.argmax(axis=1) == y).sum().asscalar())
+    return [loss_sum, correct]
