@@ -1,6 +1,7 @@
 """BENCHMARKS.md from the results of `make bench` (config/bench.yaml) and, when given, of
-`make bench-repeats` (seeds 1 and 2 of the close races): every table and figure is computed here
-from the results, and the discussion's numbers are fields filled from them.
+`make bench-repeats` (seeds 1 and 2 of the close races): every table and figure is computed from
+the results (`dynalloc.analysis`: benchstats, benchreplay, benchtables, plots), the prose around
+the tables is benchmarks/sections.md's, and the discussion's numbers are fields filled from them.
 
     .venv-workflow/bin/python benchmarks/report.py --results results/bench \
         --repeats results/bench-repeats --discussion benchmarks/discussion.md --out BENCHMARKS.md
@@ -12,38 +13,19 @@ import argparse
 import datetime
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-import matplotlib
-import numpy as np
-import pandas as pd
 import yaml
+from dynalloc.analysis import benchreplay, benchstats, benchtables, plots
+from dynalloc.errors import DynallocError
+from dynalloc.fsutil import atomic_write
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from dynalloc.analysis import replay_run  # noqa: E402
-from dynalloc.errors import DynallocError  # noqa: E402
-from dynalloc.fsutil import atomic_write  # noqa: E402
-from dynalloc.policies import REPLAYABLE  # noqa: E402
-
-ORDER = ["static", "proportional", "dbs", "controller", "oracle", "adaptive", "dist_sync"]
-COMPETITORS = ["static", "proportional", "dbs", "controller", "dist_sync"]  # non-oracle
-STATIC_SCENARIOS = ["homogeneous", "hetero-1-2", "hetero-1-4"]
-NEW_SHAPE = 0.07  # benchmarks/new_shape.py: a share LeNet has not computed costs 4-11%, once
-JITTER_DRAWS = 10  # other draws of a jittered scenario's noise replayed on its runs' machines
+SECTIONS = Path(__file__).with_name("sections.md")  # the prose around the tables
+MARKER = re.compile(r"^<!-- ([\w-]+) -->$", re.MULTILINE)
 REPEATS_COMMAND = "make bench-repeats    # seeds 1 and 2 of the close races, then the report again"
-COLUMNS = {
-    "policy": "policy",
-    "ranks": "ranks",
-    "samples_per_s": "samples/s",
-    "speedup": "× static",
-    "mean_wait_fraction": "mean wait",
-    "time_to_target_s": "time to 85% (s)",
-    "final_test_accuracy": "final accuracy",
-    "iterations_until_balanced": "iterations to balance",
-}
 
 
 def main():
@@ -55,29 +37,36 @@ def main():
     parser.add_argument("--figures", type=Path, default=Path("docs/bench"))
     parser.add_argument("--repeats", type=Path, help="results of make bench-repeats")
     args = parser.parse_args()
-
-    table = load(args.results)
-    tables = [(args.results, table)]
-    if args.repeats:
-        tables.append((args.repeats, load(args.repeats)))
-    runs = races(table, tables[1][1]) if args.repeats else None
-    config = yaml.safe_load(args.config.read_text())
-    jittered = {name for name, spec in config["scenarios"].items() if (spec or {}).get("jitter")}
     try:
-        replays = replay_ratios(replayed(tables, jittered))
+        report(args)
     except DynallocError as error:
         sys.exit(f"error: {error}")
-    values = facts(table, runs, replays)
-    try:  # before any figure is written: a failed report leaves the old one whole
+
+
+def report(args):
+    """BENCHMARKS.md (`args.out`) and its figures; nothing is written before every number the
+    discussion cites is known, so a failed report leaves the old one whole."""
+    table = benchstats.load(args.results)
+    tables = [(args.results, table)]
+    if args.repeats:
+        tables.append((args.repeats, benchstats.load(args.repeats)))
+    runs = benchstats.races(table, tables[1][1]) if args.repeats else None
+    config = yaml.safe_load(args.config.read_text())
+    jittered = {name for name, spec in config["scenarios"].items() if (spec or {}).get("jitter")}
+    replays = benchreplay.replay_ratios(benchreplay.replayed(tables, jittered))
+    values = benchstats.facts(table, runs, replays)
+    try:
         discussion = "\n".join(path.read_text() for path in args.discussion).format(**values)
     except KeyError as error:
-        sys.exit(f"error: the discussion cites {error}, which these results lack (--repeats?)")
+        cited = f"the discussion cites {error}, which these results lack (--repeats?)"
+        raise DynallocError(cited) from None
+    prose = sections(SECTIONS)
     args.figures.mkdir(parents=True, exist_ok=True)
-    figures = [
-        throughput_figure(table, args.figures / "throughput.png"),
-        shares_figure(args.results, table, "time-varying", args.figures / "time-varying.png"),
-    ]
-    repeats = [] if runs is None else ["## Repeats of the close races", "", repeated(table, runs)]
+    shown = figures(args.results, table, config, args.figures)
+    repeats = []
+    if runs is not None:
+        repeats = ["## Repeats of the close races", "", prose["repeats"], ""]
+        repeats += [benchtables.repeated(table, runs), ""]
     text = "\n".join(
         [
             "# Benchmarks",
@@ -98,28 +87,32 @@ def main():
             "",
             "## What runs",
             "",
-            setup(config),
+            setup(prose["setup"], config),
             "",
             "## Targets",
             "",
-            targets(table, values, runs),
+            prose["targets"].format(noise=values["noise"]),
+            "",
+            benchtables.targets(table, values, runs),
             "",
             "## Results by scenario",
             "",
-            results(table),
+            benchtables.results(table),
             "",
             *repeats,
             "## Paired replay: every policy on the same measured speeds",
             "",
-            paired(replays),
+            prose["replay"].format(draws=benchreplay.JITTER_DRAWS),
+            "",
+            benchtables.paired(replays, prose["replay-free"], prose["replay-charged"]),
             "",
             "## Same maths, same accuracy",
             "",
-            accuracy(table, runs),
+            accuracy(prose, table, runs),
             "",
             "## Figures",
             "",
-            *[f"![{path.stem}]({path.as_posix()})\n" for path in figures if path],
+            *[f"![{path.stem}]({path.as_posix()})\n" for path in shown],
             "## Discussion",
             "",
             discussion.strip(),
@@ -130,427 +123,43 @@ def main():
         handle.write(text)
 
 
-def load(results):
-    """The pipeline's summary joined with its speedups over each group's static run."""
-    for name in ("summary.csv", "speedup.csv"):
-        if not (results / name).is_file():
-            sys.exit(f"error: {results / name} is missing: run the bench that writes {results}")
-    summary = pd.read_csv(results / "summary.csv")
-    speedup = pd.read_csv(results / "speedup.csv")[["run", "speedup"]]
-    table = summary.merge(speedup, on="run", how="left")
-    table["order"] = table["policy"].map({p: i for i, p in enumerate(ORDER)})
-    return table.sort_values(["model", "scenario", "order"], ignore_index=True)
-
-
-def races(table, repeats):
-    """The LeNet runs of every (scenario, policy) that `make bench-repeats` repeated, seed 0
-    from `make bench`: one row per (scenario, policy, seed)."""
-    repeats = repeats[repeats["model"] == "lenet"]
-    repeated = repeats[["scenario", "policy"]].drop_duplicates()
-    first = table[table["model"] == "lenet"].merge(repeated, on=["scenario", "policy"])
-    runs = pd.concat([first, repeats], ignore_index=True)
-    return runs.sort_values(["scenario", "order", "seed"], ignore_index=True)
-
-
-def lenet(table, scenario):
-    rows = table[(table["model"] == "lenet") & (table["scenario"] == scenario)]
-    return rows.set_index("policy")
-
-
-def facts(table, runs=None, replays=None):
-    """Every number the discussion may cite, by `{kind[scenario][policy]}`; with repeats also
-    `median` and `median_wait` (samples/s and mean wait fraction over the seeds) and `paired`,
-    `lowest`, `highest` (the median, least and greatest of adaptive's per-seed ratios to each
-    rival); with replays `replay` and `replay_free` (adaptive's median ratio to each rival on the
-    same speeds, with and without the new-shape cost), `wins` and `ties` (on how many runs'
-    speeds adaptive was faster, and exactly as fast, with that cost) and `traces` (how many
-    runs' speeds there were)."""
-    values = {"sps": {}, "speedup": {}, "wait": {}, "accuracy": {}, "balance": {}, "ratio": {}}
-    for scenario in table.loc[table["model"] == "lenet", "scenario"].unique():
-        rows = lenet(table, scenario)
-        values["sps"][scenario] = rows["samples_per_s"].to_dict()
-        values["speedup"][scenario] = rows["speedup"].to_dict()
-        values["wait"][scenario] = rows["mean_wait_fraction"].to_dict()
-        values["accuracy"][scenario] = rows["final_test_accuracy"].to_dict()
-        values["balance"][scenario] = rows["iterations_until_balanced"].to_dict()
-        others = rows.drop(index="adaptive", errors="ignore")["samples_per_s"]
-        values["ratio"][scenario] = {
-            name: rows.loc["adaptive", "samples_per_s"] / others[name] for name in others.index
-        }
-    spreads = table.groupby(["model", "scenario"])["final_test_accuracy"].agg(np.ptp)
-    values["spread"] = float(spreads.max())
-    resnet = table[table["model"] == "resnet"].set_index("policy")
-    values["resnet"] = resnet["samples_per_s"].to_dict()
-    # Runs that split equally all along (static, and dbs and oracle where they cannot move)
-    # differ only by the machine's drift: the band within which a single ratio is noise.
-    same = lenet(table, "homogeneous").reindex(["static", "dbs", "oracle"])["samples_per_s"]
-    values["noise"] = float((same.max() - same.min()) / same.min()) if same.notna().any() else 0
-    if runs is not None:
-        values.update(median={}, median_wait={}, paired={}, lowest={}, highest={})
-        for scenario, rows in runs.groupby("scenario"):
-            by_policy = rows.groupby("policy")
-            values["median"][scenario] = by_policy["samples_per_s"].median().to_dict()
-            values["median_wait"][scenario] = by_policy["mean_wait_fraction"].median().to_dict()
-            rivals = set(rows["policy"]) - {"adaptive"}
-            against = {rival: ratios(table, runs, scenario, "adaptive", rival) for rival in rivals}
-            for kind, statistic in (("paired", np.median), ("lowest", min), ("highest", max)):
-                values[kind][scenario] = {k: float(statistic(v)) for k, v in against.items()}
-        values["seed_spread"] = float(seed_spreads(runs).max())
-    if replays is not None:
-        values.update(replay={}, replay_free={}, wins={}, ties={}, traces={})
-        for scenario, rows in replays.groupby("scenario"):
-            charged = rows[rows["new_shape"] > 0].set_index("rival")
-            free = rows[rows["new_shape"] == 0].set_index("rival")
-            values["replay"][scenario] = charged["median"].to_dict()
-            values["replay_free"][scenario] = free["median"].to_dict()
-            values["wins"][scenario] = charged["wins"].to_dict()
-            values["ties"][scenario] = charged["ties"].to_dict()
-            values["traces"][scenario] = int(charged["traces"].max())
-    return values
-
-
-def targets(table, values, runs=None):
-    noise = values["noise"]
-    lines = [
-        "A ratio measured once, in `make bench`, that misses its threshold by less than the "
-        f"run-to-run noise band ({noise:.1%}: the spread among the homogeneous runs that split "
-        "equally all along) is marked *within noise*: one run can neither confirm nor refute it. "
-        "Where `make bench-repeats` ran both policies again (seeds 1 and 2, below), the target "
-        "is judged on the median of the per-seed ratios, and marked *within noise* when that "
-        "misses but one seed's runs met it. The last column is the paired replay (below): "
-        "`adaptive` against its closest rival on the same measured speeds.",
-        "",
-        "| target | measured | met | paired replay |",
-        "|---|---|---|---|",
-    ]
-    for scenario in sorted(table.loc[table["model"] == "lenet", "scenario"].unique()):
-        rivals = [p for p in lenet(table, scenario).index if p in COMPETITORS]
-        against = {rival: ratios(table, runs, scenario, "adaptive", rival) for rival in rivals}
-        closest = min(against, key=lambda rival: np.median(against[rival]))
-        measured, met = verdict(against[closest], 1.0, noise, closest)
-        lines.append(
-            f"| `adaptive` fastest non-oracle policy, {scenario} | {measured} | {met} "
-            f"| {closest_replay(values, scenario)} |"
+def sections(path):
+    """{name: text} of the blocks of `path` (benchmarks/sections.md), each of its paragraphs on
+    one line, its fields still to fill."""
+    parts = MARKER.split(path.read_text())[1:]
+    return {
+        name: "\n\n".join(
+            " ".join(line.strip() for line in paragraph.splitlines())
+            for paragraph in re.split(r"\n\s*\n", body.strip())
         )
-    for scenario in STATIC_SCENARIOS:
-        if "oracle" in lenet(table, scenario).index:
-            oracle = ratios(table, runs, scenario, "adaptive", "oracle")
-            measured, met = verdict(oracle, 0.95, noise, "oracle")
-            lines.append(
-                f"| `adaptive` within 5% of `oracle`, {scenario} | {measured} | {met} | – |"
-            )
-    balance = values["balance"].get("time-varying", {}).get("adaptive")
-    if balance is not None:
-        met = not pd.isna(balance) and balance <= 5
-        shown = "never" if pd.isna(balance) else f"{int(balance)}"
-        lines.append(
-            f"| `adaptive` balanced again within 5 iterations of each change, time-varying | "
-            f"{shown} iterations (worst change) | {mark(met)} | – |"
-        )
-    if "static" in lenet(table, "homogeneous").index:
-        homogeneous = ratios(table, runs, "homogeneous", "adaptive", "static")
-        measured, met = verdict(homogeneous, 0.98, noise, "static")
-        lines.append(
-            f"| `adaptive` at most 2% slower than `static`, homogeneous | {measured} | {met} "
-            f"| {closest_replay(values, 'homogeneous', 'static')} |"
-        )
-    for scenario, rows in ((s, lenet(table, s)) for s in table["scenario"].unique()):
-        if {"static", "dist_sync"} <= set(rows.index):
-            baseline = ratios(table, runs, scenario, "static", "dist_sync")
-            measured, met = verdict(baseline, 1.0, noise, "dist_sync")
-            lines.append(
-                f"| `static` (MPI) at least as fast per sample as MXNet `dist_sync`, {scenario} "
-                f"| {measured} | {met} | – |"
-            )
-    return "\n".join(lines)
+        for name, body in zip(parts[::2], parts[1::2], strict=True)
+    }
 
 
-def closest_replay(values, scenario, rival=None):
-    """adaptive's replayed ratio to `rival` (by default its closest) and on how many runs'
-    speeds it was the faster (and as fast); a dash without replays."""
-    replays = values.get("replay", {}).get(scenario)
-    if not replays:
-        return "–"
-    rival = rival or min(replays, key=replays.get)
-    wins, traces = values["wins"][scenario][rival], values["traces"][scenario]
-    ties = values["ties"][scenario][rival]
-    return f"{replays[rival]:.3f}× `{rival}`, faster on {wins} of {traces}" + tied(ties)
-
-
-def tied(ties):
-    """The runs on which adaptive held the rival's split all along: a tie, not a loss."""
-    return f", as fast on {ties}" if ties else ""
-
-
-def replayed(tables, jittered=()):
-    """Each LeNet run's measured speeds (of `make bench` and the repeats) with every policy its
-    scenario's grid ran replayed on them, with and without the new-shape cost: one row per
-    (scenario, run, new_shape, policy) with the replayed seconds. The runs of a `jittered`
-    scenario are replayed under JITTER_DRAWS other draws of its jitter as well, as the scenario
-    "<name>, other jitter"."""
-    grid = tables[0][1]
-    rows = []
-    for results, table in tables:
-        measured = table[(table["model"] == "lenet") & (table["policy"] != "dist_sync")]
-        for _, run in measured.iterrows():
-            scenario = run["scenario"]
-            policies = [p for p in lenet(grid, scenario).index if p in REPLAYABLE]
-            run_dir = results / "runs" / run["run"] / "train"
-            draws = range(JITTER_DRAWS + 1) if scenario in jittered else [0]
-            for draw in draws:
-                for row in replay_run(run_dir, policies, {}, (0.0, NEW_SHAPE), draw):
-                    rows.append(
-                        {
-                            "scenario": f"{scenario}, other jitter" if draw else scenario,
-                            "trace": f"{results}/{run['run']}#{draw}",
-                            "new_shape": row["new_shape"],
-                            "policy": row["policy"],
-                            "seconds": row["replayed_s"],
-                        }
-                    )
-    return pd.DataFrame(rows)
-
-
-def replay_ratios(replays):
-    """adaptive against each rival on the same speeds: per (scenario, new_shape, rival) the
-    median of the rival's replayed seconds over adaptive's, and on how many runs' speeds
-    adaptive was the faster, and exactly as fast (both held the same split all along)."""
-    wide = replays.pivot_table(
-        index=["scenario", "new_shape", "trace"], columns="policy", values="seconds"
-    )
-    rows = []
-    for (scenario, new_shape), speeds in wide.groupby(level=["scenario", "new_shape"]):
-        for rival in (p for p in REPLAYABLE if p in speeds.columns and p != "adaptive"):
-            ratio = (speeds[rival] / speeds["adaptive"]).dropna()
-            if len(ratio):
-                rows.append(
-                    {
-                        "scenario": scenario,
-                        "new_shape": new_shape,
-                        "rival": rival,
-                        "median": float(ratio.median()),
-                        "wins": int((ratio > 1 + 1e-9).sum()),
-                        "ties": int((abs(ratio - 1) <= 1e-9).sum()),
-                        "traces": len(ratio),
-                    }
-                )
-    return pd.DataFrame(rows)
-
-
-def paired(replays):
-    """The replay tables: adaptive × each rival, without and with the new-shape cost."""
-    lines = [
-        "Separate runs meet separate machines: in the repeats above one policy's samples/s moves "
-        "by several percent from seed to seed, more than the policies differ. A replay removes "
-        "that: every run above (any policy, any seed; `dist_sync` aside) logged how many "
-        "seconds each rank took per sample in each iteration, and every policy is driven "
-        "through those same seconds (`dynalloc replay`; a rank given `b` samples in "
-        "iteration `i` takes `b` times its measured seconds per sample there). Each cell is the "
-        "median over those runs of the rival's replayed time over `adaptive`'s (above 1: "
-        "`adaptive` faster), on how many runs' speeds `adaptive` was the faster, and on how many "
-        "exactly as fast (both held the same split all along). What a "
-        "replay leaves out: the fixed part of an iteration's cost (it scales the whole time "
-        "with the share), the exchange (the same for every policy) and how a share would change "
-        "a neighbour's speed on a shared core. The emulated jitter depends on rank and "
-        "iteration only, so every run of a jittered scenario met the same draw of it; the "
-        f'row "…, other jitter" replays those runs with it replaced by {JITTER_DRAWS} other '
-        "draws (`scenario.jitter_draw` 1 to "
-        f"{JITTER_DRAWS}: each run's seconds per sample divided by its own draw's factors, "
-        "times the other draw's): the same machines under other noise.",
-        "",
-    ]
-    rivals = [p for p in REPLAYABLE if p in set(replays["rival"])]
-    for new_shape, rows in replays.groupby("new_shape"):
-        cost = (
-            "Without the cost of new shares:"
-            if new_shape == 0
-            else f"A share new to a rank costing {new_shape:.0%} of its time, once (the middle of "
-            "what `benchmarks/new_shape.py` measures, 4-11%):"
-        )
-        lines += [
-            cost,
-            "",
-            "| scenario | runs | " + " | ".join(f"`adaptive` × `{p}`" for p in rivals) + " |",
-            "|---|---|" + "---|" * len(rivals),
-        ]
-        for scenario, mine in rows.groupby("scenario"):
-            mine = mine.set_index("rival")
-            cells = [
-                f"{mine.loc[p, 'median']:.3f} ({mine.loc[p, 'wins']}/{mine.loc[p, 'traces']}"
-                f"{tied(mine.loc[p, 'ties'])})"
-                if p in mine.index
-                else "–"
-                for p in rivals
-            ]
-            lines.append(f"| {scenario} | {mine['traces'].max()} | " + " | ".join(cells) + " |")
-        lines.append("")
-    return "\n".join(lines).rstrip("\n")
-
-
-def ratios(table, runs, scenario, mine, rival):
-    """`mine`'s LeNet samples/s over `rival`'s: one ratio per seed where `make bench-repeats`
-    ran both again (the runs of one seed follow each other, so each ratio spans minutes), else
-    the one of `make bench`."""
-    if runs is not None:
-        rows = runs[runs["scenario"] == scenario]
-        sps = rows.pivot(index="seed", columns="policy", values="samples_per_s")
-        if {mine, rival} <= set(sps.columns):
-            return (sps[mine] / sps[rival]).dropna().tolist()
-    sps = lenet(table, scenario)["samples_per_s"]
-    return [sps[mine] / sps[rival]]
-
-
-def verdict(measured, threshold, noise, rival):
-    """(what was measured, met) for ratios to `rival` against a threshold: a single ratio by
-    the noise band (`judge`); several by their median, within noise when one of them meets it."""
-    if len(measured) == 1:
-        return f"{measured[0]:.3f}× `{rival}`", judge(measured[0], threshold, noise)
-    median = float(np.median(measured))
-    met = "yes" if median >= threshold else "**no**"
-    if median < threshold <= max(measured):
-        met = "*within noise*"
-    seeds = ", ".join(f"{ratio:.3f}" for ratio in measured)
-    return f"median {median:.3f}× `{rival}` over {len(measured)} seeds ({seeds})", met
-
-
-def repeated(table, runs):
-    """Every repeated race: each policy's samples/s per seed, and adaptive's ratio to it."""
-    seeds = "seeds " + ", ".join(str(seed) for seed in sorted(runs["seed"].unique()))
-    lines = [
-        "`make bench-repeats` ran more seeds of the policies within a few percent of each other "
-        "in the runs above (seed 0), the policies in another order in each seed's block "
-        "(`config/bench-repeats.yaml`). Each ratio compares `adaptive` with a rival in the same "
-        "block, minutes apart.",
-        "",
-        f"| scenario | policy | samples/s, {seeds} | median | `adaptive` ×, {seeds} "
-        f"| final accuracy, {seeds} |",
-        "|---|---|---|---|---|---|",
-    ]
-    for scenario, rows in runs.groupby("scenario", sort=False):
-        for policy, mine in rows.groupby("policy", sort=False):
-            mine = mine.sort_values("seed")
-            sps = mine["samples_per_s"]
-            versus = "–"
-            if policy != "adaptive":
-                against = ratios(table, runs, scenario, "adaptive", policy)
-                versus = ", ".join(f"{ratio:.3f}" for ratio in against)
-            accuracy = ", ".join(f"{a:.4f}" for a in mine["final_test_accuracy"])
-            lines.append(
-                f"| {scenario} | `{policy}` | {', '.join(f'{v:.0f}' for v in sps)} | "
-                f"{sps.median():.0f} | {versus} | {accuracy} |"
-            )
-    return "\n".join([*lines, ""])
-
-
-def mark(ok):
-    return "yes" if ok else "**no**"
-
-
-def judge(ratio, threshold, noise):
-    """yes, no, or within noise: short of `threshold` by less than the noise band."""
-    if ratio >= threshold:
-        return "yes"
-    return "*within noise*" if ratio >= threshold * (1 - noise) else "**no**"
-
-
-def results(table):
-    parts = []
-    for (model, scenario), rows in table.groupby(["model", "scenario"], sort=False):
-        parts += [f"### {scenario} ({model})", "", markdown(rows), ""]
-    return "\n".join(parts)
-
-
-def markdown(rows):
-    shown = rows[list(COLUMNS)].rename(columns=COLUMNS)
-    lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * len(shown.columns)]
-    for _, row in shown.iterrows():
-        lines.append("| " + " | ".join(cell(value) for value in row) + " |")
-    return "\n".join(lines)
-
-
-def cell(value):
-    if isinstance(value, str):
-        return f"`{value}`"
-    if pd.isna(value):
-        return "–"
-    if isinstance(value, float | np.floating):
-        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3f}"
-    return str(value)
-
-
-def accuracy(table, runs=None):
+def accuracy(prose, table, runs=None):
     """The policies train the same SGD: their final accuracies differ by float noise only;
     with repeats, set beside the spread that another seed (data order, initial weights) makes."""
-    lines = [
-        "Every policy computes the same gradient of the same global batch, so within a scenario "
-        "the final test accuracy may differ only by float summation order (shares change which "
-        "rank sums which samples); `dist_sync` sums on the server in its own order. Spread of the "
-        "final test accuracy across the policies of each scenario:",
-        "",
-        "| scenario | model | runs | lowest | highest | spread |",
-        "|---|---|---|---|---|---|",
-    ]
-    for (model, scenario), rows in table.groupby(["model", "scenario"], sort=False):
-        acc = rows["final_test_accuracy"]
-        lines.append(
-            f"| {scenario} | {model} | {len(acc)} | {acc.min():.4f} | {acc.max():.4f} | "
-            f"{acc.max() - acc.min():.4f} |"
-        )
+    parts = [prose["accuracy"], benchtables.accuracy(table)]
     if runs is not None:
-        seeds = seed_spreads(runs)
-        lines += [
-            "",
-            "Spread of one policy's final test accuracy across the seeds of the repeats (above): "
-            f"at most {seeds.max():.4f}, median {seeds.median():.4f}.",
-        ]
-    return "\n".join(lines)
+        seeds = benchstats.seed_spreads(runs)
+        parts.append(prose["accuracy-seeds"].format(at_most=seeds.max(), median=seeds.median()))
+    return "\n\n".join(parts)
 
 
-def seed_spreads(runs):
-    """Each repeated (scenario, policy)'s range of final test accuracy across its seeds."""
-    return runs.groupby(["scenario", "policy"])["final_test_accuracy"].agg(np.ptp)
-
-
-def throughput_figure(table, path):
-    rows = table[table["model"] == "lenet"]
-    pivot = rows.pivot(index="scenario", columns="policy", values="samples_per_s")
-    pivot = pivot[[p for p in ORDER if p in pivot.columns]]
-    ax = pivot.plot.bar(figsize=(10, 4.5), width=0.8)
-    ax.set_ylabel("samples/s")
-    ax.set_xlabel("")
-    ax.set_title("Throughput by scenario and policy (LeNet, Fashion-MNIST, B = 512)")
-    ax.tick_params(axis="x", rotation=0)
-    ax.legend(ncols=4, fontsize=8)
-    save(ax.figure, path)
-    return path
-
-
-def shares_figure(results, table, scenario, path):
-    """The slowed rank's share per iteration under each policy, with the change shaded."""
-    rows = table[(table["model"] == "lenet") & (table["scenario"] == scenario)]
-    if rows.empty:
-        return None
-    fig, ax = plt.subplots(figsize=(10, 4))
-    for _, run in rows.iterrows():
-        iterations = pd.read_csv(results / "runs" / run["run"] / "train" / "iterations.csv")
-        mine = iterations[iterations["rank"] == 1]
-        ax.plot(mine["iteration"], mine["batch_size"], label=run["policy"], lw=1)
-    slowed = iterations[(iterations["rank"] == 1) & (iterations["slowdown"] > 1)]["iteration"]
-    if len(slowed):
-        ax.axvspan(slowed.min(), slowed.max() + 1, color="0.9", label="rank 1 three times slower")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("rank 1's share of B = 512")
-    ax.set_title(f"{scenario}: how each policy follows a change of speed")
-    ax.legend(fontsize=8, ncols=3)
-    save(fig, path)
-    return path
-
-
-def save(fig, path):
-    fig.tight_layout()
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=110)
-    plt.close(fig)
+def figures(results, table, config, out):
+    """throughput.png and, where the bench ran it, time-varying.png in `out`: their paths."""
+    lenet = table[table["model"] == "lenet"]
+    batch = config["training"]["global_batch"]
+    title = f"Throughput by scenario and policy (LeNet, Fashion-MNIST, B = {batch})"
+    paths = [out / "throughput.png"]
+    plots.plot_scenario_throughput(lenet, paths[0], title, benchstats.ORDER)
+    varying = lenet[lenet["scenario"] == "time-varying"]
+    if len(varying):
+        paths.append(out / "time-varying.png")
+        run_dirs = [benchstats.train_dir(results, run) for run in varying["run"]]
+        title = "time-varying: how each policy follows a change of speed"
+        plots.plot_rank_share(run_dirs, 1, paths[1], title)
+    return paths
 
 
 def when(results):
@@ -607,23 +216,11 @@ def read(path):
         return []
 
 
-def setup(config):
-    training = config["training"]
+def setup(template, config):
     scenarios = "\n".join(
         f"- `{name}`: {describe(spec)}" for name, spec in config["scenarios"].items()
     )
-    return (
-        f"Fashion-MNIST (60,000 training and 10,000 test images, Debian's "
-        f"`dataset-fashion-mnist`), global batch {training['global_batch']}, "
-        f"{training['epochs']} epoch(s), SGD (lr {training['optimizer']['lr']}, momentum "
-        f"{training['optimizer']['momentum']}, warm-up then cosine decay), one seed; test "
-        "accuracy is evaluated at epoch ends, so the time to 85% is the time of the first epoch "
-        "end above it. Two ranks on the two cores for the "
-        "homogeneous and contention scenarios; four for the sleep-emulated ones: a slowed rank "
-        "sleeps (factor - 1) times its measured compute, and a sleeping rank leaves its core "
-        "free, so four ranks on two cores behave like four machines only while two of them "
-        "sleep; the fast ranks share cores, which adds noise to their timings.\n\n" + scenarios
-    )
+    return template.format(training=config["training"], scenarios=scenarios)
 
 
 if __name__ == "__main__":

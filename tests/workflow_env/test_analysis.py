@@ -16,14 +16,10 @@ from hypothesis import strategies as st
 pd = pytest.importorskip("pandas")
 imread = pytest.importorskip("matplotlib.image").imread
 
-from dynalloc.analysis.runs import (  # noqa: E402
-    compare,
-    iterations_until_balanced,
-    load_run,
-    measured_speeds,
-    redraw_jitter,
-    summarize_run,
-)
+from dynalloc.analysis.compare import compare  # noqa: E402
+from dynalloc.analysis.replay import measured_speeds, redraw_jitter  # noqa: E402
+from dynalloc.analysis.runs import load_run  # noqa: E402
+from dynalloc.analysis.summary import iterations_until_balanced, summarize_run  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

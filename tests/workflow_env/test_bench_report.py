@@ -1,20 +1,18 @@
 """How BENCHMARKS.md judges a target: on plain ratios, one run's or several seeds'."""
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from dynalloc.analysis import benchreplay, benchstats
 from helpers import make_run
 
 pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "report.py"
-spec = importlib.util.spec_from_file_location("bench_report", SCRIPT)
-report = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(report)
 
 
 @pytest.mark.parametrize(
@@ -26,7 +24,7 @@ spec.loader.exec_module(report)
     ],
 )
 def test_repeated_ratios_are_judged_on_their_median(ratios, met):
-    measured, verdict = report.verdict(ratios, 1.0, 0.05, "controller")
+    measured, verdict = benchstats.verdict(ratios, 1.0, 0.05, "controller")
     assert verdict == met
     assert measured.startswith(f"median {sorted(ratios)[1]:.3f}× `controller` over 3 seeds")
 
@@ -35,7 +33,7 @@ def test_repeated_ratios_are_judged_on_their_median(ratios, met):
     ("ratio", "met"), [(1.0, "yes"), (0.97, "*within noise*"), (0.94, "**no**")]
 )
 def test_a_single_ratio_is_judged_by_the_noise_band(ratio, met):
-    measured, verdict = report.verdict([ratio], 1.0, 0.05, "static")
+    measured, verdict = benchstats.verdict([ratio], 1.0, 0.05, "static")
     assert (measured, verdict) == (f"{ratio:.3f}× `static`", met)
 
 
@@ -115,14 +113,14 @@ def test_the_replay_sets_every_policy_on_each_runs_speeds(tmp_path):
 
 
 def test_replay_ratios_count_the_runs_adaptive_was_faster_and_as_fast_on():
-    frame = report.pd.DataFrame(
+    frame = pd.DataFrame(
         [
             {"scenario": "s", "trace": t, "new_shape": 0.0, "policy": p, "seconds": v}
             for t, times in (("a", (10, 11)), ("b", (10, 9)), ("c", (10, 12)), ("d", (10, 10)))
             for p, v in zip(("adaptive", "static"), times, strict=True)
         ]
     )
-    row = report.replay_ratios(frame).iloc[0]
+    row = benchreplay.replay_ratios(frame).iloc[0]
     assert (row["rival"], row["wins"], row["ties"], row["traces"]) == ("static", 2, 1, 4)
     assert row["median"] == 1.05
 
@@ -137,9 +135,9 @@ def test_a_jittered_scenario_is_replayed_under_other_draws_of_its_jitter(tmp_pat
         run = yaml.safe_load(config.read_text())
         run["scenario"]["jitter"] = 0.3
         config.write_text(yaml.safe_dump(run))
-    rows = report.replayed([(results, report.load(results))], {"homogeneous"})
+    rows = benchreplay.replayed([(results, benchstats.load(results))], {"homogeneous"})
     other = rows[rows["scenario"] == "homogeneous, other jitter"]
-    assert other["trace"].nunique() == 2 * report.JITTER_DRAWS
+    assert other["trace"].nunique() == 2 * benchreplay.JITTER_DRAWS
     assert rows[rows["scenario"] == "homogeneous"]["trace"].nunique() == 2
     static = rows[rows["policy"] == "static"].groupby("scenario")["seconds"]
     assert static.min()["homogeneous, other jitter"] != static.min()["homogeneous"]

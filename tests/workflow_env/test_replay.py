@@ -1,8 +1,9 @@
-"""`dynalloc replay` and `analysis.replay_run`: every policy on the seconds a run measured."""
+"""`dynalloc replay` and `analysis.replay.replay_run`: every policy on the seconds a run
+measured."""
 
 import pandas as pd
 import pytest
-from dynalloc.analysis.runs import replay_run
+from dynalloc.analysis.replay import replay_run
 from dynalloc.cli import main
 from helpers import make_run
 

@@ -17,22 +17,11 @@ GROUP = list(COMPARED_BY)
 
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--summaries",
-        nargs="+",
-        required=True,
-        type=Path,
-        metavar="JSON",
-        help="summary rows written by dynalloc summarize",
-    )
-    parser.add_argument(
-        "--runs",
-        nargs="+",
-        required=True,
-        type=Path,
-        metavar="DIR",
-        help="run directories whose shares, timing and convergence to plot",
-    )
+    for option, metavar, what in (
+        ("--summaries", "JSON", "summary rows written by dynalloc summarize"),
+        ("--runs", "DIR", "run directories whose shares, timing and convergence to plot"),
+    ):
+        parser.add_argument(option, nargs="+", required=True, type=Path, metavar=metavar, help=what)
     parser.add_argument(
         "--tables-dir", required=True, type=Path, help="gets summary.csv and speedup.csv"
     )

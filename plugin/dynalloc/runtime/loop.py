@@ -1,6 +1,7 @@
 """The training loop of one rank of `dynalloc train`: DynamicBatch over the staged data, the
 evaluation at each epoch's end, and checkpoints saved and restored so that a resumed run draws
-what the uninterrupted one drew."""
+what the uninterrupted one drew. MXNet is imported here, after `dynalloc train` has set the
+compute threads it reads at import."""
 
 import logging
 import random
@@ -9,13 +10,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import mxnet as mx
 import numpy as np
+from mxnet import autograd, gluon
 
 from dynalloc.errors import DynallocError
 from dynalloc.runtime import checkpoint
 from dynalloc.runtime.books import Books
 from dynalloc.runtime.contention import burners_for
 from dynalloc.runtime.faults import Stopped
+from dynalloc.runtime.gluon import DynamicBatch
 from dynalloc.runtime.prepare import eval_sums, train_batch
 
 log = logging.getLogger(__name__)
@@ -25,10 +29,6 @@ class TrainingLoop:
     """The training loop of one rank, with rank 0 keeping the books and the checkpoints."""
 
     def __init__(self, comm, setup, parts, out, core, resume, notes):
-        from mxnet import gluon
-
-        from dynalloc.runtime.gluon import DynamicBatch
-
         self.comm, self.setup, self.out = comm, setup, out
         self.config, self.data, self.scenario = setup.config, setup.data, setup.scenario
         self.rank, self.ranks = comm.Get_rank(), comm.Get_size()
@@ -99,8 +99,6 @@ class TrainingLoop:
                 self.burners.stop()
 
     def iterate(self, step):
-        from mxnet import autograd
-
         if self.burners:
             self.burners.set(self.scenario.burners(self.rank, step.iteration))
         x, y = train_batch(self.data, step.indices)
@@ -133,8 +131,6 @@ class TrainingLoop:
     def checkpoint(self, epoch, batch, progress):
         """Every rank hands rank 0 its share of the state; rank 0 writes the file. Returns its
         path on every rank, or raises there if rank 0 could not write it."""
-        import mxnet as mx
-
         began = time.perf_counter()
         self.collect_rows()
         mx.nd.waitall()
@@ -183,8 +179,6 @@ class TrainingLoop:
     def restore_model(self, saved):
         """Parameters, BatchNorm statistics and optimizer state of the checkpoint; run before
         DynamicBatch broadcasts rank 0's parameters."""
-        import mxnet as mx
-
         params = self.net.collect_params()
         if sorted(params.keys()) != sorted(saved["params"]):
             raise DynallocError("the checkpoint's parameters do not match the model's names")
@@ -219,8 +213,6 @@ class TrainingLoop:
     def reseed(self):
         """MXNet's random state cannot be saved: make it a function of the iteration at every
         checkpoint, so a resumed run draws what the uninterrupted one drew."""
-        import mxnet as mx
-
         mx.random.seed(self.config["seed"] * 1_000_003 + self.dyn.iteration)
 
     def finish(self):
