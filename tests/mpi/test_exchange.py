@@ -22,6 +22,12 @@ def test_batchnorm_statistics_are_averaged_over_ranks():
     assert result.stdout.count(" ok") == 2
 
 
+def test_dynamic_batch_takes_a_name_a_spec_or_a_policy():
+    result = mpi_python(2, Path(__file__).with_name("policy_forms.py"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count(" ok") == 2
+
+
 @pytest.mark.parametrize("pinning", ["one-core", "none"])
 def test_early_ranks_sleep_only_where_ranks_outnumber_their_cores(pinning):
     result = mpi_python(2, Path(__file__).with_name("wait_mode.py"), pinning)
