@@ -2,7 +2,8 @@
 
 Each subcommand's module has `add_arguments(parser)` and `run(args)`. Only the module of the
 command given is imported, so that `--help` is instant and every command works in the one
-environment it needs (the analysis imports pandas, training MXNet and mpi4py).
+environment it needs (the analysis imports pandas, training MXNet and mpi4py). Where the
+command's extra is missing, the error names the extra to install (`dynalloc.extras`).
 """
 
 import argparse
@@ -11,6 +12,7 @@ import sys
 
 from dynalloc import __version__
 from dynalloc.errors import DynallocError
+from dynalloc.extras import missing_extra
 
 COMMANDS = {
     "stage": ("dynalloc.data.stage", "stage a dataset into the layout the ranks memory-map"),
@@ -59,15 +61,25 @@ def build_parser(command=None):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((word for word in argv if not word.startswith("-")), None)
-    args = build_parser(command).parse_args(argv)
     try:
+        args = build_parser(command).parse_args(argv)  # imports the command's module
         return __import__(args.module, fromlist=["run"]).run(args) or 0
     except DynallocError as error:
-        if launcher_rank() == 0:  # every rank fails alike; one line is enough
-            print(f"dynalloc {args.command}: error: {error}", file=sys.stderr)
-        return 2
+        return fail(command, error)
+    except ModuleNotFoundError as error:
+        message = missing_extra(error)
+        if message is None:
+            raise
+        return fail(command, message)
     except KeyboardInterrupt:
         return 130
+
+
+def fail(command, message):
+    """Exit code 2, after one line on stderr from rank 0 (every rank fails alike)."""
+    if launcher_rank() == 0:
+        print(f"dynalloc {command}: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -127,6 +127,30 @@ def test_run_directory_holds_every_file_of_the_contract(digits, tmp_path):
     assert "samples/s" in result.stderr and "shares" in result.stderr
 
 
+@pytest.mark.parametrize("policy", ["proportional", "adaptive"])
+def test_a_per_rank_cap_holds_the_faster_rank(digits, tmp_path, policy):
+    """Rank 0 three times slower: the policy would give rank 1 about 48 of 64 samples, but its
+    node allows 20 (`max_share: [null, 20]`); rank 1 gets its cap and never more, last batches
+    included."""
+    result = train(
+        tmp_path,
+        2,
+        dataset=str(digits),
+        policy={"name": policy},
+        max_share=[None, 20],
+        scenario={"slowdown": [3, 1]},
+    )
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "run"
+    rows = read_rows(run / "iterations.csv")
+    faster = [int(r["batch_size"]) for r in rows if r["rank"] == "1"]
+    assert len(faster) == 30
+    assert max(faster) == 20, faster
+    assert faster.count(20) >= 20, faster  # held at its cap, not merely below it
+    resolved = yaml.safe_load((run / "config.yaml").read_text())
+    assert (resolved["min_share"], resolved["max_share"]) == (1, [None, 20])
+
+
 def corrupt(digits, tmp_path, how):
     import shutil
 
@@ -154,6 +178,7 @@ BAD = {
     "unknown model": ({"model": "vgg"}, "unknown model 'vgg'"),
     "batch below ranks": ({"global_batch": 1}, "global batch 1 is smaller than ranks"),
     "batch below ranks x min_share": ({"min_share": 40}, "ranks x min_share = 2 x 40"),
+    "max_share per rank": ({"max_share": [None, 20, 30]}, "'max_share' has 3 entries for 2 ranks"),
     "scenario rank": (
         {"scenario": {"changes": [{"rank": 5, "factor": 2, "start": 0, "end": None}]}},
         "rank 5 names no rank",

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from dynalloc.core.policies import POLICIES
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.run_config import (
@@ -129,6 +130,56 @@ def test_smallest_integers_accepted():
         base(global_batch=2, epochs=1, iterations=1, min_share=1, seed=0, max_share=2), 2
     )
     assert (config["global_batch"], config["iterations"], config["min_share"]) == (2, 1, 1)
+
+
+def test_per_rank_share_bounds_are_accepted_and_written_as_lists():
+    config = resolve(base(global_batch=64, min_share=(1, 8), max_share=[None, 20]), 2)
+    assert (config["min_share"], config["max_share"]) == ([1, 8], [None, 20])
+    again = resolve(yaml.safe_load(yaml.safe_dump(config)), 2)
+    assert again == config
+    # One list and one number mix: the number holds for every rank.
+    assert resolve(base(global_batch=64, max_share=[40, 40]), 2)["min_share"] == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragments"),
+    [
+        ("max_share", [10, 20, 30], ["config key 'max_share' has 3 entries for 2 ranks"]),
+        ("min_share", [1], ["config key 'min_share' has 1 entries for 2 ranks"]),
+        ("min_share", [], ["config key 'min_share' has 0 entries for 2 ranks"]),
+        ("min_share", [1, 0], ["'min_share'", ">= 1 for every rank", "got 0 for rank 1"]),
+        ("min_share", [1, None], ["'min_share'", ">= 1 for every rank", "got None for rank 1"]),
+        ("min_share", [True, 1], ["'min_share'", "got True for rank 0"]),
+        ("max_share", [None, 0], ["'max_share'", ">= 1 or null", "got 0 for rank 1"]),
+        ("max_share", [2.5, None], ["'max_share'", ">= 1 or null", "got 2.5 for rank 0"]),
+        ("max_share", [None, "5"], ["'max_share'", "got '5' for rank 1"]),
+        ("max_share", {"1": 5}, ["'max_share'", "or a list of one per rank", "got {'1': 5}"]),
+    ],
+)
+def test_bad_per_rank_share_bounds_name_the_key_and_entry(key, value, fragments):
+    fails(base(global_batch=64, **{key: value}), *fragments)
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        (
+            base(global_batch=512, min_share=[256, 300]),
+            "global batch 512 is smaller than the sum of min_share [256, 300] = 556",
+        ),
+        (
+            base(global_batch=600, max_share=[200, 128]),
+            "global batch 600 exceeds the sum of max_share [200, 128] = 328",
+        ),
+        (
+            base(min_share=[5, 1], max_share=[4, None]),
+            "max_share 4 is below min_share 5 for rank 0",
+        ),
+        (base(min_share=8, max_share=[None, 4]), "max_share 4 is below min_share 8 for rank 1"),
+    ],
+)
+def test_global_batch_against_per_rank_share_bounds(raw, fragment):
+    fails(raw, "global_batch", fragment)
 
 
 def test_a_resolved_config_resolves_again():

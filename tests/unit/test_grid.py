@@ -70,6 +70,18 @@ def test_mistakes_are_named(overrides, fragment):
     assert fragment in str(caught.value)
 
 
+def test_per_rank_share_bounds_need_runs_of_as_many_ranks():
+    bounds = {"global_batch": 64, "min_share": [1, 8], "max_share": [None, 20]}
+    with pytest.raises(DynallocError) as caught:
+        expand_runs(pipeline(training=bounds))
+    assert "training.min_share has 2 entries (one per rank)" in str(caught.value)
+    assert "digits-mlp-static-slow-r3-s0 has 3 ranks" in str(caught.value)
+    config = pipeline(training=bounds)
+    config["grid"]["ranks"] = [2]
+    for run in expand_runs(config).values():
+        assert (run["config"]["min_share"], run["config"]["max_share"]) == ([1, 8], [None, 20])
+
+
 def test_colliding_names_are_refused():
     config = pipeline(datasets={"a-b": {"source": "digits"}, "a": {"source": "digits"}})
     config["grid"].update(

@@ -217,3 +217,57 @@ def test_shares_for_accepts_zero_shares_when_min_share_is_zero():
     sampler = GlobalBatchSampler(10, 4, seed=0, min_share=0, ranks=2)
     rescaled = sampler.shares_for(2, [0, 4])
     assert rescaled.tolist() == [0, 2]
+
+
+# Per-rank minimum shares: a last batch is kept only when it gives every rank its own minimum.
+
+
+@pytest.mark.parametrize(
+    ("dataset_size", "global_batch", "min_share", "batches"),
+    [
+        (11, 4, [1, 2], 3),  # remainder 3 = 1 + 2: kept
+        (11, 4, [2, 2], 2),  # remainder 3 < 2 + 2: dropped
+        (10, 4, [0, 3], 2),  # remainder 2 < 0 + 3: dropped
+        (9, 4, [0, 0], 3),  # no minimum: any non-empty remainder is kept
+        (11, 4, [1, 1], 3),  # the same as min_share 1
+    ],
+)
+def test_batches_per_epoch_with_per_rank_min_shares(dataset_size, global_batch, min_share, batches):
+    sampler = GlobalBatchSampler(dataset_size, global_batch, 0, False, min_share, len(min_share))
+    assert sampler.batches_per_epoch == batches
+
+
+def test_the_last_batch_gives_each_rank_its_own_min_share():
+    sampler = GlobalBatchSampler(60, 40, 0, min_share=[1, 8], ranks=2)
+    assert sampler.batches_per_epoch == 2
+    assert sampler.shares_for(1, [30, 10]).tolist() == [12, 8]  # proportionally [15, 5]
+
+
+def test_per_rank_min_shares_of_the_wrong_length_are_named():
+    with pytest.raises(ValueError, match="min_share has 3 entries for 2 ranks"):
+        GlobalBatchSampler(10, 4, 0, min_share=[1, 1, 1], ranks=2)
+
+
+@FAST
+@given(st.data())
+def test_a_rescaled_last_batch_keeps_per_rank_bounds(data):
+    """Any shares of B within per-rank bounds, any kept remainder: the last batch's shares give
+    every rank its own minimum and none more than its share of B, so no cap can bind."""
+    ranks = data.draw(st.integers(1, 8))
+    lows = data.draw(st.lists(st.integers(0, 5), min_size=ranks, max_size=ranks))
+    global_batch = data.draw(st.integers(sum(max(low, 1) for low in lows) + 1, 500))
+    remainder = data.draw(st.integers(max(sum(lows), 1), global_batch - 1))
+    shares = [
+        max(low, 1) + extra
+        for low, extra in zip(
+            lows,
+            random_shares(data.draw, ranks, global_batch - sum(max(low, 1) for low in lows), 0),
+            strict=True,
+        )
+    ]
+    sampler = GlobalBatchSampler(global_batch * 2 + remainder, global_batch, 1, False, lows, ranks)
+    assert sampler.batches_per_epoch == 3
+    rescaled = sampler.shares_for(2, shares)
+    assert int(rescaled.sum()) == remainder
+    assert np.all(rescaled >= lows)
+    assert np.all(rescaled <= shares)

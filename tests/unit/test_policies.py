@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from dynalloc.core.policies import POLICIES, make_policy
 from dynalloc.core.simulate import simulate
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 TIMES = st.one_of(
@@ -48,6 +48,66 @@ def test_shares_sum_to_batch_within_bounds_for_any_measurement(name, run):
         assert shares.min() >= min_share
         if max_share is not None:
             assert shares.max() <= max_share
+
+
+@st.composite
+def per_rank_bounds(draw, max_ranks=8):
+    """(ranks, batch, min_share, max_share): one bound per rank (a None cap leaves a rank free),
+    a global batch the bounds allow."""
+    ranks = draw(st.integers(1, max_ranks))
+    lows = draw(st.lists(st.integers(0, 40), min_size=ranks, max_size=ranks))
+    highs = [
+        None if draw(st.booleans()) else max(low, 1) + draw(st.integers(0, 600)) for low in lows
+    ]
+    most = 4096 if None in highs else min(sum(highs), 4096)
+    assume(max(sum(lows), 1) <= most)
+    batch = draw(st.integers(max(sum(lows), 1), most))
+    return ranks, batch, lows, highs
+
+
+def assert_within(shares, batch, lows, highs):
+    assert shares.dtype == np.int64
+    assert shares.sum() == batch
+    assert all(share >= low for share, low in zip(shares, lows, strict=True))
+    assert all(high is None or share <= high for share, high in zip(shares, highs, strict=True))
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+@settings(max_examples=60, deadline=None)
+@given(bounds=per_rank_bounds(), data=st.data())
+def test_per_rank_bounds_hold_for_any_measurement(name, bounds, data):
+    ranks, batch, lows, highs = bounds
+    policy = build(name, ranks, batch, lows, highs)
+    shares = policy.shares
+    assert_within(shares, batch, lows, highs)
+    steps = data.draw(st.lists(st.lists(TIMES, min_size=ranks, max_size=ranks), max_size=12))
+    for iteration, times in enumerate(steps):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            shares = policy.update(shares, times, iteration + 1, iteration // 4)
+        assert_within(shares, batch, lows, highs)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+@settings(max_examples=40, deadline=None)
+@given(
+    bounds=per_rank_bounds(max_ranks=6),
+    slopes=st.lists(st.floats(1e-4, 1e-2), min_size=6, max_size=6),
+    change=st.lists(st.floats(1.0, 4.0), min_size=6, max_size=6),
+    seed=st.integers(0, 2**16),
+)
+def test_every_policy_keeps_per_rank_bounds_on_simulated_ranks(name, bounds, slopes, change, seed):
+    """Affine ranks of any speeds, under noise, whose speeds change at iteration 10: the policies
+    chase the balance, and every split stays inside each rank's own bounds."""
+    ranks, batch, lows, highs = bounds
+    policy = build(name, ranks, batch, lows, highs)
+
+    def speed(i):
+        return change[:ranks] if i >= 10 else [1.0] * ranks
+
+    trace = simulate(policy, [0.01] * ranks, slopes[:ranks], 30, noise=0.1, seed=seed, speed=speed)
+    for shares in trace.shares:
+        assert_within(shares, batch, lows, highs)
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
@@ -100,6 +160,18 @@ def test_oracle_keeps_the_shares_of_its_speeds():
 
 
 AFFINE = ([0.05, 0.15], [1e-3, 3e-3])  # rank 1 three times slower, overhead 5-9% of the time
+
+
+@pytest.mark.parametrize("name", ["proportional", "controller", "adaptive", "oracle"])
+def test_a_capped_fast_rank_is_held_at_its_cap(name):
+    """Rank 0 is three times faster and would take 793 of 1024; its node allows 650 (and rank 1
+    must take at least 300): the balancing policies give it exactly its cap, never more."""
+    params = {"speeds": [3.0, 1.0]} if name == "oracle" else {}
+    policy = make_policy({"name": name, **params}, 2, 1024, [1, 300], [650, None])
+    trace = simulate(policy, *AFFINE, 40, noise=0.05, seed=0)
+    assert trace.shares[:, 0].max() <= 650
+    assert trace.shares[:, 1].min() >= 300
+    assert trace.shares[-10:].tolist() == [[650, 374]] * 10
 
 
 def test_adaptive_balances_noisy_affine_ranks_within_10_iterations_and_stays():

@@ -3,6 +3,7 @@ measured."""
 
 import pandas as pd
 import pytest
+import yaml
 from dynalloc.analysis.replay import replay_run
 from dynalloc.cli import main
 from helpers import make_run
@@ -34,6 +35,18 @@ def test_parameters_reach_the_policy(tmp_path):
     frozen = {"controller": {"dead_band": 0.99}}  # never outside its dead band: never moves
     rows = rows_by_policy(run, policies=["controller"], params=frozen)
     assert rows["controller"]["split_changes"] == 0
+
+
+def test_the_runs_per_rank_share_bounds_reach_the_replay(tmp_path):
+    """The run capped its fast rank 0 at 4 of 8 (a node with less memory): no policy can give
+    it more, so none moves from the equal split that static keeps."""
+    run = make_run(tmp_path, "run", SLOW_RANK_1)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    bounds = {"min_share": [1, 1], "max_share": [4, None]}
+    (run / "config.yaml").write_text(yaml.safe_dump({**config, **bounds}))
+    for policy, row in rows_by_policy(run).items():
+        assert row["split_changes"] == 0, policy
+        assert row["replayed_s"] == pytest.approx(7 * 0.8), policy
 
 
 def test_cli_prints_and_writes_every_policy_per_run(tmp_path, capsys):

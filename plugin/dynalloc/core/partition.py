@@ -7,15 +7,16 @@ order. Every sample of an epoch is used exactly once, whatever the shares are.
 
 import numpy as np
 
-from dynalloc.core.shares import proportional_shares
+from dynalloc.core.shares import per_rank, proportional_shares
 
 
 class GlobalBatchSampler:
     """Global batches of an epoch and each rank's piece of them.
 
     drop_last: drop the epoch's remainder (fewer than B samples) instead of training on it as a
-    smaller last batch. A remainder too small to give every rank `min_share` samples is always
-    dropped, since a rank without samples cannot be timed.
+    smaller last batch. A remainder too small to give every rank its `min_share` samples (one
+    number for all ranks or one per rank) is always dropped, since a rank without samples cannot
+    be timed.
 
     >>> sampler = GlobalBatchSampler(dataset_size=10, global_batch=4, seed=0)
     >>> sampler.batches_per_epoch
@@ -32,7 +33,8 @@ class GlobalBatchSampler:
             )
         self.dataset_size, self.global_batch, self.seed = dataset_size, global_batch, seed
         full, remainder = divmod(dataset_size, global_batch)
-        keep_remainder = not drop_last and remainder >= max(ranks * min_share, 1)
+        least = sum(per_rank("min_share", min_share, ranks))
+        keep_remainder = not drop_last and remainder >= max(least, 1)
         self.batches_per_epoch = full + (1 if keep_remainder else 0)
         self.min_share = min_share
 
@@ -49,6 +51,7 @@ class GlobalBatchSampler:
         if size == self.global_batch:
             return np.asarray(shares, dtype=np.int64)
         # A rank with no share (min_share 0) keeps none: a tiny weight instead of an invalid 0.
+        # No rank gets more than its share of B (the batch is smaller), so no cap can bind.
         return proportional_shares(
             np.maximum(np.asarray(shares, float), 1e-9), size, self.min_share
         )

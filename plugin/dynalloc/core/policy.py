@@ -2,7 +2,8 @@
 
 Every rank runs the same policy on the same allgathered numbers, so all agree on the next split
 without a master. All policies share one contract, enforced here: shares are integers that sum
-exactly to the global batch and lie within `[min_share, max_share]`, and a measurement that is
+exactly to the global batch and lie within `[min_share, max_share]` (each bound one number for all
+ranks or a list of one per rank, `dynalloc.core.shares.share_bounds`), and a measurement that is
 zero, negative, NaN or infinite leaves the shares as they were (with one warning).
 """
 

@@ -80,6 +80,13 @@ def _expand(config, grid, where):
                 f"two points of the grid are both named {name!r}: rename a "
                 "dataset, policy or scenario so that names stay unique"
             )
+        for key in ("min_share", "max_share"):  # one per rank: only for runs of that many
+            bound = config["training"].get(key)
+            if isinstance(bound, list) and len(bound) != ranks:
+                raise DynallocError(
+                    f"training.{key} has {len(bound)} entries (one per rank), but run {name} "
+                    f"has {ranks} ranks"
+                )
         command, policy_spec = policy_config(policy, config["policies"][policy])
         run_config = {
             **config["training"],

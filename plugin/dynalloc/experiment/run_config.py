@@ -71,12 +71,12 @@ def resolve(raw, ranks):
             f"dynalloc stage, got {config['dataset']!r}"
         )
     config["dataset"] = str(Path(config["dataset"]).expanduser().resolve())
-    # min_share >= 1: a rank without samples could not be timed, nor run a forward pass.
-    for key in ("global_batch", "epochs", "min_share", "seed", "threads_per_rank"):
+    for key in ("global_batch", "epochs", "seed", "threads_per_rank"):
         _integer(config, key, minimum=0 if key == "seed" else 1)
-    for key in ("iterations", "max_share"):
-        if config[key] is not None:
-            _integer(config, key, minimum=1)
+    if config["iterations"] is not None:
+        _integer(config, "iterations", minimum=1)
+    _share_bound(config, "min_share", ranks, optional=False)
+    _share_bound(config, "max_share", ranks, optional=True)
     for key in ("drop_last", "pin_cores"):
         if not isinstance(config[key], bool):
             raise DynallocError(f"config key {key!r} must be true or false, got {config[key]!r}")
@@ -164,6 +164,37 @@ def _integer(config, key, minimum):
     value = config[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise DynallocError(f"config key {key!r} must be an integer >= {minimum}, got {value!r}")
+
+
+def _share_bound(config, key, ranks, optional):
+    """`min_share` or `max_share` (`optional`: null allowed): an integer >= 1 for all ranks, or a
+    list of one per rank. min_share >= 1: a rank without samples could not be timed, nor run a
+    forward pass; a null max_share (or entry) leaves that rank uncapped."""
+    value, null = config[key], " or null" if optional else ""
+
+    def allowed(bound):
+        return (bound is None and optional) or (
+            isinstance(bound, int) and not isinstance(bound, bool) and bound >= 1
+        )
+
+    if not isinstance(value, list | tuple):
+        if not allowed(value):
+            raise DynallocError(
+                f"config key {key!r} must be an integer >= 1{null} or a list of one per rank, "
+                f"got {value!r}"
+            )
+        return
+    config[key] = value = list(value)  # written back as YAML
+    if len(value) != ranks:
+        raise DynallocError(
+            f"config key {key!r} has {len(value)} entries for {ranks} ranks: {value!r}"
+        )
+    for rank, entry in enumerate(value):
+        if not allowed(entry):
+            raise DynallocError(
+                f"config key {key!r} must be an integer >= 1{null} for every rank, got "
+                f"{entry!r} for rank {rank} in {value!r}"
+            )
 
 
 def _mapping(config, key):
