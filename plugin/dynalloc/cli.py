@@ -7,12 +7,12 @@ command's extra is missing, the error names the extra to install (`dynalloc.extr
 """
 
 import argparse
-import os
 import sys
 
 from dynalloc import __version__
 from dynalloc.errors import DynallocError
 from dynalloc.extras import missing_extra
+from dynalloc.launcher import launcher_rank
 
 COMMANDS = {
     "stage": ("dynalloc.data.stage", "stage a dataset into the layout the ranks memory-map"),
@@ -32,14 +32,6 @@ COMMANDS = {
         "write one run's config of the pipeline grid as YAML",
     ),
 }
-
-
-def launcher_rank():
-    """This process's rank as the MPI launcher or SLURM tells it, without initialising MPI."""
-    for variable in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"):
-        if os.environ.get(variable, "").isdigit():
-            return int(os.environ[variable])
-    return 0
 
 
 def build_parser(command=None):

@@ -6,17 +6,17 @@ import os
 import sys
 
 from dynalloc import cli
-from dynalloc.runtime.loop import TrainingLoop
+from dynalloc.runtime.gluon import Step
 
 FAIL_RANK, FAIL_AT = int(os.environ["FAIL_RANK"]), int(os.environ["FAIL_AT"])
-iterate = TrainingLoop.iterate
+finish = Step.finish
 
 
-def failing_iterate(self, step):
-    if self.rank == FAIL_RANK and step.iteration == FAIL_AT:
-        raise RuntimeError(f"injected failure at iteration {step.iteration}")
-    return iterate(self, step)
+def failing_finish(self, loss):
+    if self.owner.rank == FAIL_RANK and self.iteration == FAIL_AT:
+        raise RuntimeError(f"injected failure at iteration {self.iteration}")
+    return finish(self, loss)
 
 
-TrainingLoop.iterate = failing_iterate
+Step.finish = failing_finish
 sys.exit(cli.main())

@@ -13,7 +13,7 @@ import pytest
 PACKAGE = Path(dynalloc.__file__).parent
 # Lower levels first: a module may import the plugin's modules of its own level or below.
 LEVELS = {
-    "base": 0,  # errors, fsutil, rundir: the contract both environments share
+    "base": 0,  # the package's own modules (errors, fsutil, rundir, ...): both envs import them
     "core": 1,
     "experiment": 2,
     "data": 3,
@@ -56,9 +56,9 @@ def imports(path):
 def target(name):
     """The boundary an imported `dynalloc...` name lies in."""
     parts = name.split(".")
-    if len(parts) == 1 or parts[1] in ("errors", "fsutil", "rundir", "__version__"):
-        return "base"
-    return "cli" if parts[1] == "cli" else parts[1]
+    if len(parts) > 1 and (PACKAGE / parts[1]).is_dir():
+        return parts[1]
+    return "cli" if parts[1:2] == ["cli"] else "base"
 
 
 MODULES = sorted(PACKAGE.rglob("*.py"))

@@ -186,6 +186,7 @@ class Step:
         self.indices, self.next_epoch = indices, next_epoch
         self.iteration = owner.iteration
         self.compute_s = float("nan")
+        self.loss = None  # the global batch's mean loss, once finished
         self.slowdown = 1.0 if owner.slowdown is None else float(owner.slowdown(self.iteration))
         self.started = time.perf_counter()
 
@@ -198,6 +199,19 @@ class Step:
 
     def finish(self, loss):
         """Exchange gradients, update parameters, agree on the next shares; returns the mean
-        loss of the global batch (the same number on every rank)."""
-        mean = float(loss.mean().asscalar()) if isinstance(loss, mx.nd.NDArray) else float(loss)
-        return self.owner._finish(self, mean)
+        loss of the global batch (the same number on every rank).
+
+        `loss` holds one value per sample of this rank's share, as a Gluon loss returns it:
+        the exchange weights each rank's gradient of the summed loss by 1 / B, so a gradient
+        of the mean (`.mean()` before `backward()`) would be weighted wrongly, and training
+        silently worse. Every rank checks its own loss, so all stop at the same point."""
+        share = int(self.shares[self.owner.rank])
+        shape = tuple(getattr(loss, "shape", ()))
+        if not shape or shape[0] != share:
+            raise SharedError(
+                f"step.finish() needs one loss per sample of this rank's share ({share}), got "
+                f"shape {shape or type(loss).__name__}: backward() and pass the per-sample "
+                "losses `loss_fn(net(x), y)` themselves, without .mean() or .sum()"
+            )
+        self.loss = self.owner._finish(self, float(loss.mean().asscalar()))
+        return self.loss

@@ -1,0 +1,25 @@
+"""This process's place in a job as the MPI launcher or SLURM tells it, read from the
+environment without initialising MPI: for what must happen before MPI starts (a one-line error
+from rank 0 only; the threads and cores of a rank set before MXNet loads)."""
+
+import os
+
+RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
+
+
+def _first(variables, default):
+    for variable in variables:
+        if os.environ.get(variable, "").isdigit():
+            return int(os.environ[variable])
+    return default
+
+
+def launcher_rank():
+    """This process's rank; 0 outside a launcher."""
+    return _first(RANK_VARIABLES, 0)
+
+
+def launcher_size():
+    """The number of ranks of the job; 1 outside a launcher."""
+    return _first(SIZE_VARIABLES, 1)

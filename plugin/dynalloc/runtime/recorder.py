@@ -1,0 +1,258 @@
+"""The run directory of any DynamicBatch training, kept exactly as `dynalloc train` keeps it.
+
+`dynalloc train` is one user of it (`runtime.loop`); a user's own script is another:
+
+    with Recorder.from_environment() as run:         # the run config and directory it was given
+        net, trainer = my_network(), gluon.Trainer(...)
+        run.start(net, trainer)                       # DynamicBatch, resumed from a checkpoint
+        for epoch in run.epochs():
+            for step in run.steps(epoch):             # checkpoints every N; stops on SIGTERM
+                x, y = my_batch(run.data, step.indices)
+                with step.compute():
+                    with autograd.record():
+                        loss = loss_fn(net(x), y)
+                    loss.backward()
+                step.finish(loss)
+            run.end_epoch(*run.evaluate(net, loss_fn))   # or the script's own test figures
+
+Rank 0 gathers every rank's rows and writes config.yaml, iterations.csv, epochs.csv,
+metrics.json, train.log and model.params atomically, and checkpoints through the same code, so
+`summarize`, `replay`, `compare`, the report and resume work on any such run. Failures end every
+rank as in `dynalloc train` (`runtime.faults`, `runtime.peerwatch`).
+"""
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import mxnet as mx
+import numpy as np
+from mpi4py import MPI
+
+from dynalloc.errors import DynallocError, SharedError
+from dynalloc.launcher import launcher_rank
+from dynalloc.runtime import checkpoint, resume
+from dynalloc.runtime.books import Books
+from dynalloc.runtime.contention import burners_for, pin_rank
+from dynalloc.runtime.faults import (
+    EXIT_FAILED,
+    EXIT_STOPPED,
+    Stopped,
+    StopRequest,
+    abort,
+    identity,
+)
+from dynalloc.runtime.gluon import DynamicBatch
+from dynalloc.runtime.peerwatch import PeerWatch
+from dynalloc.runtime.prepare import eval_sums, prepare
+from dynalloc.runtime.train import CONFIG_VARIABLE, RUN_DIR_VARIABLE
+
+log = logging.getLogger(__name__)
+
+
+def agree(comm, setup):
+    """Run `setup` on every rank; if it fails on any, every rank raises that rank's error, so
+    no rank waits in a collective for one that already gave up."""
+    try:
+        result, message = setup(), None
+    except DynallocError as error:
+        result, message = None, str(error)
+    messages = [m for m in comm.allgather(message) if m]
+    if messages:
+        raise DynallocError(messages[0])
+    return result
+
+
+def fail(error):
+    """End this rank as the command line ends it for bad input: rank 0 says it in one line."""
+    if launcher_rank() == 0:
+        sys.stderr.write(f"dynalloc train: error: {error}\n")
+    raise SystemExit(EXIT_FAILED) from None
+
+
+class Recorder:
+    """One rank's side of a recorded run: the set-up every rank agrees on, the DynamicBatch,
+    and on rank 0 the books. Use it as a context manager around the training."""
+
+    def __init__(self, config_path, out, comm=None):
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        self.rank, self.ranks = self.comm.Get_rank(), self.comm.Get_size()
+        self.setup = agree(self.comm, lambda: prepare(config_path, self.rank, self.ranks))
+        self.config, self.data = self.setup.config, self.setup.data
+        self.out = Path(out)
+        self.core = pin_rank(self.config, self.rank)
+        self.dyn = self.net = self.trainer = self.books = self.burners = None
+        self.trained = None  # (epoch, losses, sizes, seconds) of the epoch last trained
+        self.watch = self.stop = None
+
+    @classmethod
+    def from_environment(cls):
+        """The run `dynalloc train` (or the pipeline) started this script for. Bad input ends
+        the script as it ends `dynalloc train`: one line from rank 0, exit code 2."""
+        missing = [v for v in (CONFIG_VARIABLE, RUN_DIR_VARIABLE) if not os.environ.get(v)]
+        try:
+            if missing:
+                raise DynallocError(
+                    f"{' and '.join(missing)} not set: run the script through `dynalloc train` "
+                    "with `script:` in its run config (or set them to a run config and directory)"
+                )
+            return cls(os.environ[CONFIG_VARIABLE], os.environ[RUN_DIR_VARIABLE])
+        except DynallocError as error:
+            fail(error)
+
+    def __enter__(self):
+        opened = agree(
+            self.comm, lambda: resume.open_run_dir(self.out, self.config) if not self.rank else None
+        )
+        self.resume, self.notes = self.comm.bcast(opened, root=0) or (None, [])
+        self.identities = self.comm.allgather(identity())
+        self.stop = StopRequest().__enter__()
+        self.watch = PeerWatch(self.rank, self.identities).__enter__()
+        self.watch.meet(self.comm.allgather(self.watch.pid))
+        return self
+
+    def __exit__(self, kind, error, trace):
+        self.stop.__exit__(kind, error, trace)
+        if self.burners:
+            self.burners.stop()
+        if kind is None or isinstance(error, Stopped | SharedError):
+            self.watch.disarm()  # peers that exit after the barrier are done, not lost
+            self.comm.Barrier()
+        if kind is None:
+            if self.books:
+                self.books.finish(self.net, self.dyn.policy.name)
+            return False
+        if isinstance(error, Stopped):
+            if self.rank == 0:
+                log.info("%s", error)
+                sys.stderr.write(f"dynalloc train: {error}\n")
+            raise SystemExit(EXIT_STOPPED) from None
+        if isinstance(error, SharedError):
+            fail(error)
+        self.watch.disarm_host()
+        abort(self.comm, self.rank, error, log if self.books else None)
+        return False
+
+    def start(self, net, trainer, loss_check=True):
+        """The run's DynamicBatch over `net` and `trainer` (built alike on every rank), from the
+        checkpoint's state when the run resumes. Returns it."""
+        config, setup = self.config, self.setup
+        self.net, self.trainer = net, trainer
+        if self.resume:
+            resume.restore_model(net, trainer, self.resume)
+        self.dyn = DynamicBatch(
+            net.collect_params(),
+            trainer,
+            len(self.data.train_y),
+            config["global_batch"],
+            policy=config["policy"],
+            min_share=config["min_share"],
+            max_share=config["max_share"],
+            slowdown=lambda it: setup.scenario.factor(self.rank, it),
+            comm=self.comm,
+            sampler=setup.sampler,
+        )
+        if self.resume:
+            self.notes += resume.restore_progress(self.dyn, self.resume, config)
+        resume.reseed(config, self.dyn.iteration)
+        self.burners = burners_for(setup.scenario, self.core)
+        if self.rank == 0:
+            self.books = Books(self.out, setup, self.resume["books"] if self.resume else None)
+            hosts = ", ".join(f"{r}={p}@{h}" for r, (h, p) in enumerate(self.identities))
+            log.info("rank pids: %s", hosts)  # to match a launcher's "PID ... killed" to a rank
+            for note in self.notes:
+                log.warning("%s", note)
+                sys.stderr.write(f"dynalloc train: {note}\n")
+        return self.dyn
+
+    def epochs(self):
+        """The epochs still to train, from the resumed one on."""
+        first = self.resume["epoch"] if self.resume else 0
+        return range(first, self.setup.epochs)
+
+    def steps(self, epoch):
+        """The steps of `epoch` still to train; each must be finished before the next. Writes a
+        checkpoint every `checkpoint.every` iterations, and raises Stopped after one when a
+        signal asked any rank to stop. Averages the non-trainable state at the epoch's end, so
+        that the evaluation sees one model."""
+        start, progress = 0, ([], [], 0.0)
+        if self.resume and self.resume["epoch"] == epoch:
+            start, progress = self.resume["batch"], self.resume["epoch_progress"]
+        losses, sizes, elapsed = list(progress[0]), list(progress[1]), progress[2]
+        every, total = self.config["checkpoint"]["every"], self.setup.total
+        last_batch = self.setup.sampler.batches_per_epoch - 1
+        began = time.perf_counter()
+        for step in self.dyn.epoch(epoch, start):
+            if step.iteration >= total:
+                break
+            self.dyn.stop_requested = self.stop.requested
+            if self.burners:
+                self.burners.set(self.setup.scenario.burners(self.rank, step.iteration))
+            yield step
+            if step.loss is None:
+                raise DynallocError(f"step {step.iteration} was not finished: call step.finish")
+            size = int(np.sum(step.shares))
+            losses.append(step.loss)
+            sizes.append(size)
+            if self.books:
+                self.books.progress.update(step.iteration, epoch, size, self.dyn.shares, step.loss)
+            done = self.dyn.iteration
+            last = step.batch == last_batch or done >= total
+            if self.dyn.stopping or (every and done % every == 0 and not last):
+                spent = elapsed + time.perf_counter() - began
+                path = self.checkpoint(epoch, step.batch + 1, (losses, sizes, spent))
+                if self.dyn.stopping:
+                    raise Stopped(self.stop.signal_name or "another rank's signal", done, path)
+                began, elapsed = time.perf_counter(), spent
+        self.resume = None  # past the resumed epoch
+        self.trained = (epoch, losses, sizes, elapsed + time.perf_counter() - began)
+        self.dyn.average_state()
+
+    def evaluate(self, net, loss_fn):
+        """(test loss, test accuracy) of `net` on the staged test set, split over the ranks."""
+        sums = eval_sums(net, loss_fn, self.data, self.rank, self.ranks)
+        loss_sum, correct = self.dyn.exchange.allsum(sums)
+        n = len(self.data.test_y)
+        return float(loss_sum / n), float(correct / n)
+
+    def end_epoch(self, test_loss, test_accuracy):
+        """Record the epoch just trained (its train loss comes from the steps) and checkpoint;
+        the test figures must be the same on every rank."""
+        epoch, losses, sizes, elapsed = self.trained
+        self.collect_rows()
+        if self.books:
+            train_loss = float(np.dot(losses, sizes) / sum(sizes))
+            self.books.epoch_done(epoch, elapsed, train_loss, test_loss, test_accuracy)
+        self.checkpoint(epoch + 1, 0, ([], [], 0.0))
+
+    def collect_rows(self):
+        rows = self.dyn.exchange.gather_objects(self.dyn.rows)
+        self.dyn.rows = []
+        if self.books:
+            self.books.add_rows(rows)
+
+    def checkpoint(self, epoch, batch, progress):
+        """Every rank hands rank 0 its share of the state; rank 0 writes the file. Returns its
+        path on every rank, or raises there if rank 0 could not write it."""
+        began = time.perf_counter()
+        self.collect_rows()
+        mx.nd.waitall()
+        fixed = self.comm.gather([t.copy() for t in self.dyn.state.tensors], root=0)
+        path = error = None
+        if self.rank == 0:
+            try:
+                payload = resume.payload(self, epoch, batch, progress, fixed)
+                keep = self.config["checkpoint"]["keep"]
+                path = checkpoint.write(self.out, self.dyn.iteration, payload, keep)
+                self.books.checkpoint_written(path, time.perf_counter() - began)
+            except DynallocError as failure:
+                error = failure
+        path = self.comm.bcast(str(path) if path else None, root=0)
+        if error is not None:
+            raise error
+        if path is None:  # rank 0 failed and is aborting the job; wait for it
+            self.comm.Barrier()
+        resume.reseed(self.config, self.dyn.iteration)
+        return path

@@ -1,0 +1,104 @@
+"""Saving and restoring a run's state at a checkpoint, so that a resumed run draws what the
+uninterrupted one drew: the model, the optimizer, the data cursor, the policy, each rank's
+non-trainable state and the random generators. The file format is `runtime.checkpoint`'s."""
+
+import random
+import tempfile
+from pathlib import Path
+
+import mxnet as mx
+import numpy as np
+
+from dynalloc import rundir
+from dynalloc.errors import DynallocError
+from dynalloc.runtime import checkpoint
+
+
+def open_run_dir(out, config):
+    """Create the run directory, or find the checkpoint to resume it from.
+
+    Returns (resume, notes): the newest usable checkpoint's payload (None for a fresh start) and
+    what rank 0 should log about the choice. A checkpoint of the same run that already finished
+    is resumed too (it only rewrites the final files); one of a finished run with another config
+    is set aside (the pipeline reruns a run whose config changed), and an unfinished one of
+    another run is refused, naming the key that differs.
+    """
+    notes = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        found = checkpoint.newest_valid(out, notes.append)
+    except OSError as error:
+        raise DynallocError(f"cannot create run directory {out}: {error.strerror}") from None
+    if found and found[1]["complete"] and found[1]["config"] != config:
+        notes.append(f"{out} holds a finished run of another config: starting afresh")
+        checkpoint.remove_all(out)
+        found = None
+    if found:
+        checkpoint.check_resumable(found[0], found[1]["config"], config)
+        notes.append(f"resuming from {found[0]} (iteration {found[1]['iteration']})")
+    rundir.prepare(out, config, resuming=bool(found))
+    return (found[1] if found else None), notes
+
+
+def payload(run, epoch, batch, progress, fixed):
+    """What a checkpoint of the Recorder `run` holds; `fixed`: every rank's non-trainable
+    state, `progress`: the epoch's (losses, sizes, seconds) so far."""
+    with tempfile.TemporaryDirectory() as folder:
+        states = Path(folder) / "trainer.states"
+        run.trainer.save_states(str(states))
+        trainer_states = states.read_bytes()
+    losses, sizes, elapsed = progress
+    return {
+        "config": run.config,
+        "iteration": run.dyn.iteration,
+        "epoch": epoch,
+        "batch": batch,
+        "complete": run.dyn.iteration >= run.setup.total and batch == 0,
+        "epoch_progress": (list(map(float, losses)), list(sizes), float(elapsed)),
+        "params": {name: p.data().asnumpy() for name, p in run.net.collect_params().items()},
+        "fixed_state": fixed,
+        "trainer": trainer_states,
+        "policy": run.dyn.policy,
+        "random": {"numpy": np.random.get_state(), "python": random.getstate()},
+        "books": run.books.state(),
+    }
+
+
+def restore_model(net, trainer, saved):
+    """Parameters, BatchNorm statistics and optimizer state of the checkpoint; run before
+    DynamicBatch broadcasts rank 0's parameters."""
+    params = net.collect_params()
+    if sorted(params.keys()) != sorted(saved["params"]):
+        raise DynallocError("the checkpoint's parameters do not match the model's names")
+    for name, p in params.items():
+        p.set_data(mx.nd.array(saved["params"][name]))
+    with tempfile.TemporaryDirectory() as folder:
+        states = Path(folder) / "trainer.states"
+        states.write_bytes(saved["trainer"])
+        trainer.load_states(str(states))
+    np.random.set_state(saved["random"]["numpy"])
+    random.setstate(saved["random"]["python"])
+
+
+def restore_progress(dyn, saved, config):
+    """The data cursor, the policy (when it is the same policy on as many ranks) and each
+    rank's non-trainable state (averaged when the number of ranks changed); returns what rank 0
+    should log about it."""
+    dyn.iteration = saved["iteration"]
+    fixed = saved["fixed_state"]
+    mine = fixed[dyn.rank] if len(fixed) == dyn.ranks else None
+    for i, tensor in enumerate(dyn.state.tensors):
+        tensor[:] = mine[i] if mine else np.mean([f[i] for f in fixed], axis=0)
+    old = saved["config"]
+    if not all(old[k] == config[k] for k in ("policy", "ranks", "min_share", "max_share")):
+        return ["policy or ranks changed since the checkpoint: shares start afresh"]
+    if checkpoint.layout(saved["policy"]) != checkpoint.layout(dyn.policy):
+        return ["the checkpoint's policy state is another version's: shares start afresh"]
+    dyn.policy = saved["policy"]
+    return []
+
+
+def reseed(config, iteration):
+    """MXNet's random state cannot be saved: make it a function of the iteration at every
+    checkpoint, so a resumed run draws what the uninterrupted one drew."""
+    mx.random.seed(config["seed"] * 1_000_003 + iteration)
