@@ -6,6 +6,7 @@ bad config never leaves a half-made run directory behind.
 
 import copy
 import math
+import re
 from pathlib import Path
 
 import yaml
@@ -16,6 +17,9 @@ from dynalloc.core.shares import check_bounds
 from dynalloc.errors import DynallocError
 
 SCENARIO_KEYS = ("slowdown", "changes", "jitter", "jitter_draw")  # Scenario's parameters
+BUILTIN_MODELS = ("mlp", "lenet", "resnet")  # dynalloc.runtime.networks
+MODEL_KINDS = ("zoo", "factory")  # {zoo: NAME, args: {...}}, {factory: "module:function", ...}
+_FACTORY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 DEFAULTS = {
     "dataset": None,  # a staged dataset directory (`dynalloc stage`)
@@ -35,6 +39,9 @@ DEFAULTS = {
     "threads_per_rank": 1,  # OpenMP and MXNet engine threads of each rank
     "checkpoint": {"every": None, "keep": 2},  # every N iterations (and every epoch end); keep K
     "labels": {},  # free-form names (dataset, scenario, run) that analysis reports carry along
+    "python_path": [],  # directories searched first for a `model: {factory: ...}` module
+    "script": None,  # the user's own training script (`dynalloc.runtime.recorder`), for `model`
+    "script_args": [],  # its command-line arguments
 }
 
 
@@ -71,6 +78,8 @@ def resolve(raw, ranks):
             f"dynalloc stage, got {config['dataset']!r}"
         )
     config["dataset"] = str(Path(config["dataset"]).expanduser().resolve())
+    check_model(config["model"])
+    _python_path(config)
     for key in ("global_batch", "epochs", "seed", "threads_per_rank"):
         _integer(config, key, minimum=0 if key == "seed" else 1)
     if config["iterations"] is not None:
@@ -124,10 +133,62 @@ def resolve(raw, ranks):
         raise DynallocError(f"policy: {error}") from None
     _mapping(config, "optimizer")
     _checkpoint(config)
+    _script(config)
     labels = _mapping(config, "labels")
     if not all(isinstance(k, str) and isinstance(v, str | int) for k, v in labels.items()):
         raise DynallocError(f"config key 'labels' must map names to strings, got {labels!r}")
     return config
+
+
+def check_model(spec, key="model"):
+    """The form of a model spec: a built-in's name, `{zoo: NAME, args: {...}}` or `{factory:
+    "package.module:function", args: {...}}`. The names themselves are checked when the
+    network is built (`dynalloc.runtime.models`)."""
+    if isinstance(spec, str) and spec:
+        return
+    if not isinstance(spec, dict):
+        raise DynallocError(
+            f"config key {key!r} must be a built-in model ({', '.join(BUILTIN_MODELS)}), "
+            f"{{zoo: NAME, args: {{...}}}} or {{factory: 'package.module:function', "
+            f"args: {{...}}}}, got {spec!r}"
+        )
+    unknown = sorted(map(str, set(spec) - {*MODEL_KINDS, "args"}))
+    if unknown:
+        raise DynallocError(f"unknown key '{key}.{unknown[0]}'; known: zoo, factory, args")
+    kinds = [kind for kind in MODEL_KINDS if kind in spec]
+    if len(kinds) != 1:
+        raise DynallocError(
+            f"config key {key!r} needs exactly one of zoo and factory, got {spec!r}"
+        )
+    value = spec[kinds[0]]
+    if kinds == ["zoo"] and not (isinstance(value, str) and value):
+        raise DynallocError(
+            f"config key '{key}.zoo' must name a network of mxnet.gluon.model_zoo.vision "
+            f"(e.g. resnet18_v1), got {value!r}"
+        )
+    if kinds == ["factory"] and not (isinstance(value, str) and _FACTORY.fullmatch(value)):
+        raise DynallocError(
+            f"config key '{key}.factory' must look like 'package.module:function', got {value!r}"
+        )
+    args = spec.get("args")
+    if args is not None and not (isinstance(args, dict) and all(isinstance(k, str) for k in args)):
+        raise DynallocError(
+            f"config key '{key}.args' must map argument names to values, got {args!r}"
+        )
+
+
+def model_name(spec):
+    """A model spec's name for labels: a built-in's name, the zoo network's, or
+    "module:function" of a factory."""
+    if isinstance(spec, str):
+        return spec
+    return spec["zoo"] if "zoo" in spec else spec["factory"]
+
+
+def model_label(config):
+    """The model's name in a run's metrics: `labels.model` (the pipeline's `models` entry) when
+    set, else `model_name`."""
+    return str(config["labels"].get("model") or model_name(config["model"]))
 
 
 def total_iterations(config, batches_per_epoch):
@@ -158,6 +219,41 @@ def _checkpoint(config):
             f"config key 'checkpoint.{key}' must be an integer >= 1"
             f"{' or null' if optional else ''}, got {value!r}"
         )
+
+
+def _script(config):
+    """The script as an absolute path (ranks may start elsewhere), its arguments as strings."""
+    script, arguments = config["script"], config["script_args"]
+    if script is not None:
+        if not isinstance(script, str) or not Path(script).expanduser().is_file():
+            raise DynallocError(f"config key 'script' must name a Python file, got {script!r}")
+        config["script"] = str(Path(script).expanduser().resolve())
+    if not isinstance(arguments, list) or not all(
+        isinstance(a, str | int | float) for a in arguments
+    ):
+        raise DynallocError(
+            f"config key 'script_args' must be a list of strings, got {arguments!r}"
+        )
+    config["script_args"] = [str(a) for a in arguments]
+
+
+def _python_path(config):
+    """Every `python_path` entry an existing directory, made absolute (ranks may start
+    elsewhere)."""
+    paths = config["python_path"]
+    if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
+        raise DynallocError(
+            f"config key 'python_path' must be a list of directories, got {paths!r}"
+        )
+    resolved = []
+    for entry in paths:
+        folder = Path(entry).expanduser().resolve()
+        if not folder.is_dir():
+            raise DynallocError(
+                f"config key 'python_path' names {entry!r}, which is not a directory"
+            )
+        resolved.append(str(folder))
+    config["python_path"] = resolved
 
 
 def _integer(config, key, minimum):
