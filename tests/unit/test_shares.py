@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from dynalloc.core.shares import (
+    batchnorm_floor,
     check_bounds,
     equal_shares,
     minmax_shares,
@@ -479,3 +480,21 @@ def test_infeasible_per_rank_bounds_name_the_rank_and_values(
         with pytest.raises(ValueError) as caught:
             call()
         assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("ranks", "batch", "low", "high", "expected"),
+    [
+        (2, 512, 1, None, 8),  # the floor
+        (2, 512, 16, None, 16),  # a higher min_share stays
+        (4, 20, 1, None, 5),  # 8 each would not fit: an equal split at worst
+        (2, 512, [1, 12], None, [8, 12]),  # per rank
+        (2, 512, 1, [None, 6], [8, 6]),  # a cap below the floor wins
+    ],
+)
+def test_batchnorm_floor_raises_min_share_as_far_as_the_bounds_allow(
+    ranks, batch, low, high, expected
+):
+    floor = batchnorm_floor(ranks, batch, low, high)
+    assert floor == expected
+    check_bounds(ranks, batch, floor, high)

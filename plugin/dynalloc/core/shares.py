@@ -141,3 +141,16 @@ def equal_shares(ranks, global_batch, min_share=1, max_share=None):
     """The static split of MXNet dist_sync, Horovod and DDP: remainders go to the lowest ranks
     (per-rank bounds move the samples a capped or raised rank cannot take to the others)."""
     return proportional_shares(np.ones(ranks), global_batch, min_share, max_share)
+
+
+def batchnorm_floor(ranks, global_batch, min_share=1, max_share=None, floor=8):
+    """The lower bounds that keep BatchNorm meaningful: BatchNorm in training mode normalises
+    each feature over the rank's own samples, so a share of one sample becomes all zeros and a
+    share of a few is mostly noise. Each rank's `min_share` raised to `floor`, as far as the
+    global batch and the caps allow (an equal split at worst); a list when any bound is one."""
+    low, high = share_bounds(ranks, global_batch, min_share, max_share)
+    reachable = min(floor, global_batch // ranks)
+    raised = np.minimum(np.maximum(low, reachable), high)
+    if np.ndim(min_share) == 0 and np.ndim(max_share) == 0 and np.all(raised == raised[0]):
+        return int(raised[0])
+    return [int(value) for value in raised]

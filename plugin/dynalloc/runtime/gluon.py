@@ -28,6 +28,7 @@ from mxnet.base import _LIB, check_call
 from dynalloc.core.partition import GlobalBatchSampler
 from dynalloc.core.policies import make_policy
 from dynalloc.core.policy import Policy
+from dynalloc.core.shares import batchnorm_floor
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.rundir import Row
 from dynalloc.runtime.exchange import GradientExchange
@@ -57,7 +58,9 @@ class DynamicBatch:
         config, or a `Policy` made for these ranks and global batch.
     slowdown: optional `iteration -> factor` that stretches this rank's compute (experiments).
     sampler: the run's `GlobalBatchSampler`, when the caller has built it already.
-    `rows` collects this rank's `rundir.Row` of every iteration.
+    A network with BatchNorm (running statistics among its parameters) gets at least 8 samples
+    per rank whatever `min_share` says (`core.shares.batchnorm_floor`), as far as the global
+    batch and `max_share` allow. `rows` collects this rank's `rundir.Row` of every iteration.
     """
 
     def __init__(
@@ -94,7 +97,10 @@ class DynamicBatch:
         GradientExchange(data, comm, sleeps).broadcast()  # all ranks start from rank 0
         self.state = GradientExchange(state, comm, sleeps)
         self.rank, self.ranks = self.exchange.rank, self.exchange.size
+        self.batchnorm = any(name.endswith("running_mean") for name, _ in params.items())
         try:
+            if self.batchnorm:
+                min_share = batchnorm_floor(self.ranks, global_batch, min_share, max_share)
             self.policy = (
                 policy
                 if isinstance(policy, Policy)

@@ -154,6 +154,11 @@ class Recorder:
             comm=self.comm,
             sampler=setup.sampler,
         )
+        if self.dyn.policy.min_share != config["min_share"]:
+            self.notes.append(
+                f"the network has BatchNorm: min_share {self.dyn.policy.min_share} instead of "
+                f"{config['min_share']}, so that no rank normalises a share of a sample or two"
+            )
         if self.resume:
             self.notes += resume.restore_progress(self.dyn, self.resume, config)
         resume.reseed(config, self.dyn.iteration)
