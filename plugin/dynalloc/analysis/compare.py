@@ -1,6 +1,10 @@
 """`dynalloc compare`: the tables and figures that set the runs side by side, each run's
-throughput against the static run of its group."""
+throughput against the static run of its group. Each table is written as CSV and as an HTML
+page (`table_page`) that the Snakemake report shows in the page, where a CSV is only a download.
+"""
 
+import numbers
+from html import escape
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +19,35 @@ from dynalloc.fsutil import atomic_write
 # A run is comparable with the static run that shares all of these.
 GROUP = list(COMPARED_BY)
 
+# The tables' pages: {name: (title, the columns whose change starts a new block of rows, the
+# columns of settings that, when every row has the same value, are said once above the table)}.
+PAGES = {
+    "summary": ("Summary: one row per run", GROUP, [*GROUP, "global_batch", "iterations"]),
+    "speedup": ("Speedup: each run's samples/s over the static run of its group", GROUP, GROUP),
+    "replay": (
+        "Replay: every policy driven through each run's measured speeds",
+        ["run"],
+        ["new_shape", "iterations"],
+    ),
+}
+PAGE_STYLE = """
+body { font: 13px/1.45 system-ui, sans-serif; margin: 1em 1.2em; color: #1e293b; }
+h1 { font-size: 1.2em; margin: 0 0 .2em; }
+p { margin: 0 0 .9em; color: #475569; max-width: 70em; }
+table { border-collapse: collapse; }
+th, td { padding: .25em .6em; border-bottom: 1px solid #e2e8f0; }
+th { position: sticky; top: 0; background: #f1f5f9; text-align: left; font-weight: 600;
+     vertical-align: bottom; min-width: 4.5em; }
+td { min-width: 6em; }
+td.policy { white-space: nowrap; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap;
+         min-width: 0; }
+tr.block td { border-top: 2px solid #94a3b8; }
+tbody tr:hover { background: #f8fafc; }
+.swatch { display: inline-block; width: .75em; height: .75em; margin-right: .4em;
+          border-radius: 2px; vertical-align: -.05em; }
+"""
+
 
 def add_arguments(parser):
     for option, metavar, what in (
@@ -23,7 +56,14 @@ def add_arguments(parser):
     ):
         parser.add_argument(option, nargs="+", required=True, type=Path, metavar=metavar, help=what)
     parser.add_argument(
-        "--tables-dir", required=True, type=Path, help="gets summary.csv and speedup.csv"
+        "--replay", type=Path, metavar="CSV", help="replay.csv of dynalloc replay, for its page"
+    )
+    parser.add_argument(
+        "--tables-dir",
+        required=True,
+        type=Path,
+        help="gets summary.csv and speedup.csv, and summary.html, speedup.html (and with "
+        "--replay replay.html): the tables as pages for the report",
     )
     parser.add_argument(
         "--plots-dir",
@@ -38,13 +78,19 @@ def run(args):
     summary, speedup = compare(summaries)
     args.tables_dir.mkdir(parents=True, exist_ok=True)
     args.plots_dir.mkdir(parents=True, exist_ok=True)
-    for name, table in (("summary.csv", summary), ("speedup.csv", speedup)):
-        with atomic_write(args.tables_dir / name, newline="") as handle:
+    tables = {"summary": summary, "speedup": speedup}
+    for name, table in tables.items():
+        with atomic_write(args.tables_dir / f"{name}.csv", newline="") as handle:
             table.to_csv(handle, index=False)
+    if args.replay is not None:
+        tables["replay"] = _read_table(args.replay)
+    for name, table in tables.items():
+        with atomic_write(args.tables_dir / f"{name}.html") as handle:
+            handle.write(table_page(table, name, *PAGES[name]))
     plots.plot_shares(args.runs, args.plots_dir / "shares.png")
     plots.plot_timing(args.runs, args.plots_dir / "timing.png")
     plots.plot_convergence(args.runs, args.plots_dir / "convergence.png")
-    plots.plot_throughput(summary, args.plots_dir / "throughput.png")
+    plots.plot_throughput(summary, args.plots_dir / "throughput.png", speedup)
 
 
 def compare(summaries):
@@ -65,3 +111,67 @@ def compare(summaries):
     speedup = table[[*GROUP, "policy", "run", "samples_per_s"]].merge(static, on=GROUP, how="left")
     speedup["speedup"] = speedup["samples_per_s"] / speedup["static_samples_per_s"]
     return table, speedup
+
+
+def table_page(table, name, title, blocks=(), settings=()):
+    """A standalone HTML page of `table` (written as `name`.csv): numbers to 3 significant
+    digits (whole numbers from 100 up) and right-aligned, each policy with its colour in the
+    figures, a rule above each block of rows that share the columns `blocks`; the columns of
+    `settings` that hold one value in every row (of two or more) are said once above it."""
+    same = [c for c in settings if c in table and len(table) > 1 and table[c].nunique() == 1]
+    said = ", ".join(f"{escape(str(c))} {_value(table[c].iloc[0])}" for c in same)
+    shown = table.drop(columns=same)
+    colours = plots.policy_colours(table["policy"]) if "policy" in table else {}
+    numeric = [pd.api.types.is_numeric_dtype(shown[c]) for c in shown.columns]
+    # a long name may break after its underscores, so that narrow numbers keep narrow columns
+    head = "".join(f"<th>{escape(str(c)).replace('_', '_<wbr>')}</th>" for c in shown.columns)
+    rows, previous = [], None
+    for record in table.to_dict("records"):
+        block = tuple(record[c] for c in blocks)
+        marked = ' class="block"' if previous is not None and block != previous else ""
+        previous = block
+        cells = "".join(
+            _cell(column, record[column], number, colours)
+            for column, number in zip(shown.columns, numeric, strict=True)
+        )
+        rows.append(f"<tr{marked}>{cells}</tr>")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{PAGE_STYLE}</style></head><body>\n"
+        f"<h1>{escape(title)}</h1>\n<p>{len(table)} rows of {escape(name)}.csv"
+        + (f"; in every one: {said}" if said else "")
+        + ". Numbers to 3 significant digits; the file itself is under CSV files. How to read "
+        "it: the description of this table in the report's side panel.</p>\n"
+        f"<table><thead><tr>{head}</tr></thead><tbody>\n" + "\n".join(rows) + "\n"
+        "</tbody></table></body></html>\n"
+    )
+
+
+def _cell(column, value, numeric, colours):
+    text = _value(value)
+    if numeric and text:
+        return f'<td class="num">{text}</td>'
+    if column == "policy" and value in colours:
+        swatch = f'<span class="swatch" style="background:{colours[value]}"></span>'
+        return f'<td class="policy">{swatch}{text}</td>'
+    return f"<td>{text}</td>"
+
+
+def _value(value):
+    """A cell's text: empty for a missing value, numbers to 3 significant digits."""
+    if value is None or pd.isna(value):
+        return ""
+    if isinstance(value, numbers.Integral):
+        return str(value)
+    if isinstance(value, numbers.Real):
+        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return escape(str(value))
+
+
+def _read_table(path):
+    try:
+        return pd.read_csv(path)
+    except OSError as error:
+        raise DynallocError(f"cannot read {path}: {error.strerror}") from None
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        raise DynallocError(f"{path} is not a CSV table") from None
