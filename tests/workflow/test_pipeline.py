@@ -1,12 +1,14 @@
 """The Snakemake pipeline, run for real: the workflow env's snakemake, real mpiexec ranks."""
 
+import base64
 import csv
 import json
+import re
 import subprocess
 
 import pytest
 import yaml
-from helpers import ROOT, SNAKEMAKE, TINY, snakemake
+from helpers import ROOT, SNAKEMAKE, TINY, read_rows, snakemake
 
 RUNS = ["digits-mlp-adaptive-slowdown-1-3-r2-s0", "digits-mlp-static-slowdown-1-3-r2-s0"]
 PLOTS = ["shares", "timing", "convergence", "throughput"]
@@ -97,6 +99,37 @@ def test_tables_plots_and_report(finished):
     report = (finished / "report.html").read_text()
     for name in [*PLOTS, "summary", "speedup", "replay"]:
         assert name in report, name
+
+
+def embedded(report, name):
+    """The file `name` as the report embeds it (a base64 data URI)."""
+    found = re.search(
+        rf'"data:[^;"]+;charset=utf8;filename={re.escape(name)};base64,([^"]+)"', report
+    )
+    assert found, name
+    return base64.b64decode(found.group(1))
+
+
+def test_report_opens_on_the_workflow_description_and_shows_the_tables(finished):
+    report = (finished / "report.html").read_text()
+    description = json.loads(re.search(r'workflow_desc = ("(?:[^"\\]|\\.)*")', report).group(1))
+    assert "<h1" in description and "dynalloc report" in description
+    for text in ("static", "adaptive", "slowdown-1-3", "global batch of 64", "12 iterations"):
+        assert text in description, text
+    assert "How to read it" in description and "showCategory" in description  # its links
+    # every table as an HTML page in the report, with every run and its numbers in it
+    for name in ("summary", "speedup", "replay"):
+        page = embedded(report, f"{name}.html").decode()
+        rows = read_rows(finished / f"{name}.csv")
+        assert page.count("<tr") == len(rows) + 1, name  # the header and a row per CSV row
+        for row in rows:
+            assert f"<td>{row['run']}</td>" in page, name
+    page = embedded(report, "speedup.html").decode()
+    for row in read_rows(finished / "speedup.csv"):
+        assert f'<td class="num">{float(row["speedup"]):.3g}</td>' in page
+    assert embedded(report, "summary.csv").startswith(b"run,")  # still there to download
+    for name in PLOTS:
+        assert embedded(report, f"{name}.png").startswith(b"\x89PNG"), name
 
 
 def test_second_run_has_nothing_to_do(finished):
