@@ -1,10 +1,10 @@
-"""A training script of one's own under dynalloc: MobileNet 0.25 from MXNet's model zoo on the
+"""A training script of one's own under dynalloc: ResNet-18 (v1) from MXNet's model zoo on the
 staged digits, with its own augmentation (a random shift of up to 2 pixels and a small random
 contrast change), recorded into the run directory as `dynalloc train` records its own runs.
 
-Run it through a run config with `script: examples/own_script/train_mobilenet.py`:
+Run it through a run config with `script: examples/own_script/train_resnet.py`:
 
-    mpiexec -n 2 dynalloc train --config examples/own_script/run.yaml --out runs/mobilenet
+    mpiexec -n 2 dynalloc train --config examples/own_script/run.yaml --out runs/resnet18
 
 `dynalloc train` starts this file on every rank with the run config and the run directory in
 DYNALLOC_CONFIG and DYNALLOC_RUN_DIR; `--shift` and `--contrast` come from `script_args`.
@@ -41,12 +41,12 @@ def main():
     with Recorder.from_environment() as run:
         config, data = run.config, run.data
         mx.random.seed(config["seed"])
-        net = vision.get_model("mobilenet0.25", classes=data.classes)
+        net = vision.get_model("resnet18_v1", classes=data.classes)
         net.initialize(mx.init.Xavier(), ctx=mx.cpu())
         net.hybridize()
         net(mx.nd.zeros((1, *data.input_shape))).wait_to_read()  # resolve deferred shapes
         trainer = gluon.Trainer(
-            net.collect_params(), "sgd", {"learning_rate": 0.05, "momentum": 0.9, "wd": 1e-4}
+            net.collect_params(), "adam", {"learning_rate": 0.001, "wd": 1e-4}
         )
         loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         run.start(net, trainer)

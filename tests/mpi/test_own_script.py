@@ -18,7 +18,7 @@ pytestmark = pytest.mark.mpi
 
 OWN_LOOP = Path(__file__).with_name("own_loop.py")
 ROOT = Path(__file__).parents[2]
-EXAMPLE = ROOT / "examples" / "own_script" / "train_mobilenet.py"
+EXAMPLE = ROOT / "examples" / "own_script" / "train_resnet.py"
 
 
 def write_config(tmp_path, name, **overrides):
@@ -121,4 +121,4 @@ def test_the_example_script_trains_a_zoo_network(digits, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     rows = read_rows(tmp_path / "run" / "iterations.csv")
     assert len(rows) == 24 and min(int(r["batch_size"]) for r in rows) >= 8
-    assert (tmp_path / "run" / "model.params").stat().st_size > 100_000  # MobileNet, not the MLP
+    assert (tmp_path / "run" / "model.params").stat().st_size > 100_000  # ResNet-18, not the MLP
