@@ -1,19 +1,9 @@
 """The run directory of any DynamicBatch training, kept exactly as `dynalloc train` keeps it.
 
-`dynalloc train` is one user of it (`runtime.loop`); a user's own script is another:
-
-    with Recorder.from_environment() as run:         # the run config and directory it was given
-        net, trainer = my_network(), gluon.Trainer(...)
-        run.start(net, trainer)                       # DynamicBatch, resumed from a checkpoint
-        for epoch in run.epochs():
-            for step in run.steps(epoch):             # checkpoints every N; stops on SIGTERM
-                x, y = my_batch(run.data, step.indices)
-                with step.compute():
-                    with autograd.record():
-                        loss = loss_fn(net(x), y)
-                    loss.backward()
-                step.finish(loss)
-            run.end_epoch(*run.evaluate(net, loss_fn))   # or the script's own test figures
+`dynalloc train`'s built-in loop is one user of it (`runtime.loop`, the smallest example); a
+user's own script is another (README, "Your own training script";
+`examples/own_script/train_resnet.py`): `Recorder.from_environment()` as a context manager,
+`start(net, trainer)`, then `epochs()`, `steps(epoch)` and `end_epoch(test_loss, accuracy)`.
 
 Rank 0 gathers every rank's rows and writes config.yaml, iterations.csv, epochs.csv,
 metrics.json, train.log and model.params atomically, and checkpoints through the same code, so
