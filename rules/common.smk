@@ -11,8 +11,11 @@ from dynalloc.errors import DynallocError
 from dynalloc.experiment.grid import expand_runs, stage_arguments
 
 RESULTS = config["results"]
+# A `models` factory's module is imported from the directory of each config file (and from
+# `python_path`); absolute, since the ranks may start elsewhere.
+CONFIG_DIRS = [str(Path(f).resolve().parent) for f in workflow.configfiles]
 try:
-    RUNS = expand_runs(config)
+    RUNS = expand_runs(config, CONFIG_DIRS)
 except DynallocError as error:
     raise WorkflowError(f"config: {error}") from None
 

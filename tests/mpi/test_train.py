@@ -259,3 +259,107 @@ def test_contention_slows_the_rank_for_its_span_and_leaves_no_process(digits, tm
     assert [logged[i] for i in (9, 10, 19, 20)] == [1.0, 2.0, 2.0, 1.0]
     burners = subprocess.run(["pgrep", "-f", "sched_setaffinity"], capture_output=True)
     assert burners.stdout == b"", "a CPU burner outlived the run"
+
+
+NETS = """
+from mxnet.gluon import nn
+
+
+def small_cnn(classes, input_shape, channels=4):
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(channels, 3, padding=1, activation="relu"), nn.MaxPool2D(2))
+    net.add(nn.Dense(classes))
+    return net
+
+
+def not_a_block(classes, input_shape):
+    return None
+"""
+
+
+def nets_folder(tmp_path):
+    """A directory holding the module `dynalloc_test_nets` (factories), for `python_path`."""
+    folder = tmp_path / "nets"
+    folder.mkdir(exist_ok=True)
+    (folder / "dynalloc_test_nets.py").write_text(NETS)
+    return folder
+
+
+def evaluated_loss(run, spec, data_dir, python_path=()):
+    """The test loss of the run's saved parameters evaluated here, in one process, on the
+    whole test set. Each rank evaluated its own slice with its own parameters, so this equals
+    the run's final test loss only if every rank finished with rank 0's parameters."""
+    import mxnet as mx
+    from dynalloc.data.staged import load_staged
+    from dynalloc.runtime.models import build_model
+    from dynalloc.runtime.prepare import eval_sums
+
+    data = load_staged(data_dir)
+    net = build_model(spec, data.classes, tuple(data.input_shape), 3, python_path)
+    net.load_parameters(str(run / "model.params"))
+    loss_sum, _ = eval_sums(net, mx.gluon.loss.SoftmaxCrossEntropyLoss(), data, 0, 1)
+    return loss_sum / len(data.test_y)
+
+
+def test_zoo_network_trains_on_two_ranks_that_end_with_the_same_parameters(digits, tmp_path):
+    spec = {"zoo": "mobilenet0.25"}
+    result = train(tmp_path, 2, dataset=str(digits), model=spec, iterations=8,
+                   scenario={"slowdown": [1, 3]})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "run"
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["model"] == "mobilenet0.25" and metrics["iterations"] == 8
+    assert yaml.safe_load((run / "config.yaml").read_text())["model"] == spec
+    assert len(read_rows(run / "iterations.csv")) == 2 * 8
+    here = evaluated_loss(run, spec, digits)
+    assert here == pytest.approx(metrics["final_test_loss"], rel=1e-5)
+
+
+def test_factory_network_from_the_python_path_trains_the_same_model_as_one_process(
+    digits, tmp_path
+):
+    folder = nets_folder(tmp_path)
+    spec = {"factory": "dynalloc_test_nets:small_cnn", "args": {"channels": 6}}
+    common = {"dataset": str(digits), "model": spec, "python_path": [str(folder)]}
+    one = train(tmp_path, 1, out="one", iterations=12, **common)
+    assert one.returncode == 0, one.stderr
+    two = train(tmp_path, 2, out="two", iterations=12, scenario={"slowdown": [1, 3]}, **common)
+    assert two.returncode == 0, two.stderr
+    metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert metrics["model"] == "dynalloc_test_nets:small_cnn"
+    expected, got = parameters(tmp_path / "one"), parameters(tmp_path / "two")
+    assert expected.keys() == got.keys()
+    assert any(value.shape == (6, 1, 3, 3) for value in got.values())  # the args arrived
+    worst = max(np.abs(expected[k] - got[k]).max() for k in expected)
+    assert worst <= 1e-4, worst
+    here = evaluated_loss(tmp_path / "two", spec, digits, [str(folder)])
+    assert here == pytest.approx(metrics["final_test_loss"], rel=1e-5)
+
+
+BAD_MODELS = {
+    "module does not import": (
+        {"factory": "no_such_nets:small_cnn"},
+        "model.factory: module 'no_such_nets' does not import: ModuleNotFoundError",
+    ),
+    "not a block": (
+        {"factory": "dynalloc_test_nets:not_a_block"},
+        "returned NoneType, not a Gluon Block",
+    ),
+    "args rejected": (
+        {"factory": "dynalloc_test_nets:small_cnn", "args": {"depth": 2}},
+        "model.args: dynalloc_test_nets:small_cnn rejects",
+    ),
+    "unknown zoo name": ({"zoo": "resnet18"}, "model.zoo: 'resnet18' is no network"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_MODELS))
+def test_bad_model_is_one_line_exit_2_and_no_run_directory(digits, tmp_path, case):
+    spec, message = BAD_MODELS[case]
+    folder = nets_folder(tmp_path)
+    result = train(tmp_path, 2, dataset=str(digits), model=spec, python_path=[str(folder)])
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists()

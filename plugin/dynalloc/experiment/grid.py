@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dynalloc.core.policies import POLICIES
 from dynalloc.errors import DynallocError
+from dynalloc.experiment.run_config import BUILTIN_MODELS, check_model
 
 AXES = ("dataset", "model", "policy", "scenario", "ranks", "seed")
 COMPARED_BY = tuple(axis for axis in AXES if axis != "policy")  # runs compared with each other
@@ -21,16 +22,20 @@ def run_name(dataset, model, policy, scenario, ranks, seed):
     return f"{dataset}-{model}-{policy}-{scenario}-r{ranks}-s{seed}"
 
 
-def expand_runs(config):
+def expand_runs(config, config_dirs=()):
     """{run name: {"ranks": R, "dataset": name, "command": dynalloc subcommand, "config": run
     config, "axes": {axis: value}, "priority": n}} for every point of the grid (or of each grid,
     when `grid` is a list: the union, for experiments that are not one full product);
-    DynallocError names the bad key. See `compared_together` for the priorities."""
+    DynallocError names the bad key. See `compared_together` for the priorities.
+    `config_dirs` (the pipeline's config files' directories) follow `python_path` in every run
+    config's `python_path`, where a `models` factory's module is looked for."""
     grids = config["grid"] if isinstance(config["grid"], list) else [config["grid"]]
+    models = model_table(config)
+    python_path = run_python_path(config, config_dirs)
     runs = {}
     for i, grid in enumerate(grids):
         where = f"grid[{i}]" if isinstance(config["grid"], list) else "grid"
-        for name, run in _expand(config, grid, where).items():
+        for name, run in _expand(config, grid, where, models, python_path).items():
             if name in runs and runs[name] != run:
                 raise DynallocError(
                     f"two points of the grid are both named {name!r}: rename a "
@@ -59,7 +64,40 @@ def compared_together(runs):
     }
 
 
-def _expand(config, grid, where):
+def model_table(config):
+    """The `models` entries ({name: zoo or factory spec}), each checked in form."""
+    models = config.get("models") or {}
+    if not isinstance(models, dict):
+        raise DynallocError(f"models must map names to model specs, got {models!r}")
+    for name, spec in models.items():
+        if name in BUILTIN_MODELS:
+            raise DynallocError(f"models.{name}: {name!r} is a built-in model's name; rename it")
+        if not isinstance(spec, dict):
+            raise DynallocError(
+                f"models.{name} must be {{zoo: NAME, args: {{...}}}} or "
+                f"{{factory: 'package.module:function', args: {{...}}}}, got {spec!r}"
+            )
+        check_model(spec, f"models.{name}")
+    return models
+
+
+def run_python_path(config, config_dirs):
+    """`python_path` (top level, then `training`'s), then the config files' directories, each
+    once."""
+    paths = []
+    for where, value in (
+        ("python_path", config.get("python_path")),
+        ("training.python_path", config["training"].get("python_path")),
+    ):
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(p, str) for p in value)
+        ):
+            raise DynallocError(f"{where} must be a list of directories, got {value!r}")
+        paths += value or []
+    return list(dict.fromkeys([*paths, *map(str, config_dirs)]))
+
+
+def _expand(config, grid, where, models, python_path):
     for axis in AXES:
         if not grid.get(axis):
             raise DynallocError(f"{where}.{axis} is empty: the grid expands to no run")
@@ -88,15 +126,18 @@ def _expand(config, grid, where):
                     f"has {ranks} ranks"
                 )
         command, policy_spec = policy_config(policy, config["policies"][policy])
+        labels = {"run": name, "dataset": dataset, "scenario": scenario, "policy": policy}
         run_config = {
             **config["training"],
             "dataset": str(results / "data" / dataset),
-            "model": model,
+            "model": models.get(model, model),
             "policy": policy_spec,
             "scenario": scenario_config(scenario, config["scenarios"][scenario], ranks),
             "seed": seed,
-            "labels": {"run": name, "dataset": dataset, "scenario": scenario, "policy": policy},
+            "labels": {**labels, "model": model} if model in models else labels,
         }
+        if python_path:
+            run_config["python_path"] = python_path
         runs[name] = {
             "ranks": ranks,
             "dataset": dataset,
@@ -104,6 +145,13 @@ def _expand(config, grid, where):
             "config": run_config,
             "axes": dict(zip(AXES, point, strict=True)),
         }
+    for model in grid["model"]:  # after the names: a collision is the clearer message
+        if model not in BUILTIN_MODELS and model not in models:
+            raise DynallocError(
+                f"{where}.model names {model!r}, which is neither a built-in model "
+                f"({', '.join(BUILTIN_MODELS)}) nor defined in models "
+                f"(defined: {', '.join(models) or 'none'})"
+            )
     return runs
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from dynalloc import rundir
 from dynalloc.errors import DynallocError
+from dynalloc.experiment.run_config import model_label
 from dynalloc.rundir import EpochRow, Row
 from dynalloc.runtime.telemetry import GrowingCSV, Progress
 
@@ -55,7 +56,7 @@ class Books:
             "run %s: %d ranks, model %s, policy %s, global batch %d, %d iterations",
             out,
             config["ranks"],
-            config["model"],
+            model_label(config),
             config["policy"]["name"],
             config["global_batch"],
             self.total,
@@ -123,7 +124,7 @@ class Books:
         metrics = {
             "policy": policy,
             "ranks": self.config["ranks"],
-            "model": self.config["model"],
+            "model": model_label(self.config),
             "global_batch": self.config["global_batch"],
             "iterations": self.total,
             "samples": self.samples,

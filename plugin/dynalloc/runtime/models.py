@@ -1,107 +1,49 @@
-"""The small Gluon models the benchmarks train, built identically on every rank.
+"""The network a run trains, built identically on every rank: a built-in (`runtime.networks`),
+a network of MXNet's model zoo (`{zoo: NAME, args: {...}}`), or what a user's function returns
+(`{factory: "package.module:function", args: {...}}`).
 
 Every rank builds its own replica, and synchronous data parallelism only averages gradients, so
-the replicas must start from bit-identical parameters: `build_model` seeds MXNet's generator,
-uses a fixed initializer and materialises every parameter before it returns.
+the replicas must start from bit-identical parameters: `build_model` seeds MXNet's generator
+before the network is made and again before the fixed initializer runs, names the parameters
+afresh (the same names whatever was built before in the process), and materialises every
+parameter with one forward pass before it returns. Everything wrong with a spec is one
+DynallocError naming the key (`model`, `model.zoo`, `model.factory`, `model.args`), raised on
+every rank before the run directory is touched.
 """
 
+import contextlib
+import difflib
+import functools
+import importlib
+import inspect
+import io
+import sys
+import warnings
+
 import mxnet as mx
-from mxnet.gluon import HybridBlock, nn
+from mxnet.gluon import Block
+from mxnet.gluon.model_zoo import vision
 
 from dynalloc.errors import DynallocError
+from dynalloc.experiment.run_config import BUILTIN_MODELS, check_model, model_name
+from dynalloc.runtime.networks import BUILDERS, MIN_SIZE
 
-MODELS = ("mlp", "lenet", "resnet")
-
-
-def _mlp(classes):
-    net = nn.HybridSequential(prefix="mlp_")
-    with net.name_scope():
-        net.add(
-            nn.Flatten(),
-            nn.Dense(128, activation="relu"),
-            nn.Dense(64, activation="relu"),
-            nn.Dense(classes),
-        )
-    return net
+MODELS = BUILTIN_MODELS
 
 
-def _lenet(classes):
-    # Padding 2 keeps the 5x5 convolutions size-preserving, so 8x8 inputs survive both poolings.
-    net = nn.HybridSequential(prefix="lenet_")
-    with net.name_scope():
-        net.add(
-            nn.Conv2D(20, 5, padding=2, activation="relu"),
-            nn.MaxPool2D(2),
-            nn.Conv2D(50, 5, padding=2, activation="relu"),
-            nn.MaxPool2D(2),
-            nn.Dense(500, activation="relu"),
-            nn.Dense(classes),
-        )
-    return net
+def build_model(name, classes, input_shape, seed, python_path=()):
+    """An initialised, hybridized network whose parameters depend only on `name` and `seed`.
 
-
-class _BasicBlock(HybridBlock):
-    """Two 3x3 conv + BatchNorm layers plus a shortcut; 1x1 projection when the shape changes."""
-
-    def __init__(self, channels, stride, in_channels, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.body = nn.HybridSequential()
-            self.body.add(
-                nn.Conv2D(channels, 3, strides=stride, padding=1, use_bias=False),
-                nn.BatchNorm(),
-                nn.Activation("relu"),
-                nn.Conv2D(channels, 3, padding=1, use_bias=False),
-                nn.BatchNorm(),
-            )
-            self.shortcut = None
-            if stride != 1 or channels != in_channels:
-                self.shortcut = nn.HybridSequential()
-                self.shortcut.add(
-                    nn.Conv2D(channels, 1, strides=stride, use_bias=False),
-                    nn.BatchNorm(),
-                )
-
-    def hybrid_forward(self, F, x):
-        residual = x if self.shortcut is None else self.shortcut(x)
-        return F.Activation(self.body(x) + residual, act_type="relu")
-
-
-def _resnet(classes):
-    net = nn.HybridSequential(prefix="resnet_")
-    with net.name_scope():
-        net.add(
-            nn.Conv2D(16, 3, padding=1, use_bias=False),
-            nn.BatchNorm(),
-            nn.Activation("relu"),
-        )
-        in_channels = 16
-        for stage, (channels, stride) in enumerate(((16, 1), (32, 2), (64, 2))):
-            net.add(_BasicBlock(channels, stride, in_channels, prefix=f"stage{stage + 1}_"))
-            in_channels = channels
-        net.add(nn.GlobalAvgPool2D(), nn.Dense(classes))
-    return net
-
-
-_BUILDERS = {"mlp": _mlp, "lenet": _lenet, "resnet": _resnet}
-# Smallest height and width each model accepts: LeNet's two 2x2 poolings need 4 pixels.
-_MIN_SIZE = {"mlp": 1, "lenet": 4, "resnet": 1}
-
-
-def _check_int(key, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise DynallocError(f"{key} must be an integer >= {minimum}, got {value!r}")
-
-
-def build_model(name, classes, input_shape, seed):
-    """An initialised, hybridized model whose parameters depend only on `seed`.
-
-    `input_shape` is one sample's (channels, height, width). A forward pass on a zero batch
-    resolves Gluon's deferred shapes, so every parameter is allocated on return.
+    `name` is the run config's `model`: a built-in's name, or a `zoo` or `factory` mapping
+    (`run_config.check_model`); `input_shape` is one sample's (channels, height, width);
+    `python_path` lists directories put first on sys.path before a factory's module is
+    imported. A forward pass on one zero sample resolves Gluon's deferred shapes (every
+    parameter is allocated on return) and must give one score per class.
     """
-    if name not in MODELS:
+    if isinstance(name, str) and name not in MODELS:
         raise DynallocError(
-            f"model.name: unknown model {name!r}; choose one of {', '.join(MODELS)}"
+            f"model: unknown model {name!r}; choose one of {', '.join(MODELS)}, "
+            "or {zoo: NAME} for a network of mxnet.gluon.model_zoo.vision"
         )
     _check_int("classes", classes, 1)
     input_shape = tuple(input_shape)
@@ -109,16 +51,138 @@ def build_model(name, classes, input_shape, seed):
         raise DynallocError(f"input_shape must be (channels, height, width), got {input_shape!r}")
     for size in input_shape:
         _check_int("input_shape", size, 1)
-    if min(input_shape[1:]) < _MIN_SIZE[name]:
-        raise DynallocError(
-            f"input_shape {input_shape!r} is too small for model {name!r}: "
-            f"height and width must be >= {_MIN_SIZE[name]}"
-        )
     _check_int("seed", seed, 0)
+    if isinstance(name, str):
+        if min(input_shape[1:]) < MIN_SIZE[name]:
+            raise DynallocError(
+                f"input_shape {input_shape!r} is too small for model {name!r}: "
+                f"height and width must be >= {MIN_SIZE[name]}"
+            )
+        make = functools.partial(BUILDERS[name], classes)
+    else:
+        check_model(name)
+        args = dict(name.get("args") or {})
+        if "zoo" in name:
+            make = _zoo(name["zoo"], classes, args)
+        else:
+            make = _factory(name["factory"], classes, input_shape, args, python_path)
 
-    net = _BUILDERS[name](classes)
     mx.random.seed(seed)
-    net.initialize(mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2), ctx=mx.cpu())
-    net.hybridize()
-    net(mx.nd.zeros((1, *input_shape), ctx=mx.cpu())).wait_to_read()
+    with mx.name.NameManager():
+        net = make()
+    mx.random.seed(seed)
+    _initialise(net, model_name(name), classes, input_shape)
     return net
+
+
+def zoo_names():
+    """The names `mxnet.gluon.model_zoo.vision.get_model` knows (it lists them only in the
+    error it raises for any other name)."""
+    try:
+        vision.get_model("")
+    except ValueError as error:
+        return [name.strip() for name in str(error).split("\n\t")[1:]]
+    raise AssertionError("get_model accepted an empty name")
+
+
+def _zoo(name, classes, args):
+    names = zoo_names()
+    if name.lower() not in names:
+        close = difflib.get_close_matches(name.lower(), names, n=6, cutoff=0.5)
+        raise DynallocError(
+            f"model.zoo: {name!r} is no network of mxnet.gluon.model_zoo.vision; "
+            + (f"close: {', '.join(close)}" if close else f"choose one of {', '.join(names)}")
+        )
+    if args.get("pretrained"):
+        raise DynallocError(
+            "model.args.pretrained: true would download weights; networks are trained from "
+            "dynalloc's seeded initialisation (drop the key)"
+        )
+    args = {"classes": classes, **args}
+
+    def make():
+        try:
+            return vision.get_model(name, **args)
+        except Exception as error:  # noqa: BLE001 - whatever the constructor says of the args
+            raise DynallocError(f"model.args: {name} rejects {args}: {_one_line(error)}") from None
+
+    return make
+
+
+def _factory(path, classes, input_shape, args, python_path):
+    module_name, function_name = path.split(":")
+    for folder in reversed(list(python_path)):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # noqa: BLE001 - any failure of the user's module
+        raise DynallocError(
+            f"model.factory: module {module_name!r} does not import: {_one_line(error)}"
+        ) from None
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise DynallocError(
+            f"model.factory: module {module_name!r} ({getattr(module, '__file__', '?')}) "
+            f"has no function {function_name!r}"
+        )
+    kwargs = {"classes": classes, "input_shape": input_shape, **args}
+    try:
+        inspect.signature(function).bind(**kwargs)
+    except TypeError as error:
+        raise DynallocError(f"model.args: {path} rejects {kwargs}: {error}") from None
+    except ValueError:
+        pass  # no signature to read: the call itself will tell
+
+    def make():
+        try:
+            net = function(**kwargs)
+        except Exception as error:  # noqa: BLE001 - any failure of the user's function
+            key = "model.args" if args else "model.factory"
+            raise DynallocError(f"{key}: {path}(**{kwargs}) failed: {_one_line(error)}") from None
+        if not isinstance(net, Block):
+            raise DynallocError(
+                f"model.factory: {path} returned {type(net).__name__}, not a Gluon Block"
+            )
+        return net
+
+    return make
+
+
+def _initialise(net, name, classes, input_shape):
+    """Xavier initialisation, hybridized, and one forward pass on one zero sample: it allocates
+    every parameter and must give an array of shape (1, classes). MXNet prints shape-inference
+    failures to stdout: swallowed, the error says it."""
+    shape = (1, *input_shape)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # parameters a factory initialised itself are kept
+            net.initialize(
+                mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2), ctx=mx.cpu()
+            )
+        net.hybridize()
+        with contextlib.redirect_stdout(io.StringIO()):
+            out = net(mx.nd.zeros(shape, ctx=mx.cpu()))
+            if isinstance(out, mx.nd.NDArray):
+                out.wait_to_read()
+    except Exception as error:  # noqa: BLE001 - whatever the network raises
+        raise DynallocError(
+            f"model: {name} fails to initialise and run on one sample of shape {shape}: "
+            f"{_one_line(error)}"
+        ) from None
+    got = out.shape if isinstance(out, mx.nd.NDArray) else type(out).__name__
+    if got != (1, classes):
+        raise DynallocError(
+            f"model: {name} gives {got} on one sample of shape {shape}, not (1, {classes}): "
+            f"one score for each of the dataset's {classes} classes"
+        )
+
+
+def _one_line(error):
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def _check_int(key, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise DynallocError(f"{key} must be an integer >= {minimum}, got {value!r}")

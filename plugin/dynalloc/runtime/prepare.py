@@ -77,7 +77,13 @@ def build(setup, **trainer_options):
 
     config, data = setup.config, setup.data
     optimizer = build_optimizer(config["optimizer"], setup.total)
-    net = build_model(config["model"], data.classes, tuple(data.input_shape), config["seed"])
+    net = build_model(
+        config["model"],
+        data.classes,
+        tuple(data.input_shape),
+        config["seed"],
+        config["python_path"],
+    )
     options = {"kvstore": None, **trainer_options}
     trainer = gluon.Trainer(net.collect_params(), optimizer, **options)
     return net, trainer
