@@ -187,8 +187,10 @@ def model_name(spec):
 
 def model_label(config):
     """The model's name in a run's metrics: `labels.model` (the pipeline's `models` entry) when
-    set, else `model_name`."""
-    return str(config["labels"].get("model") or model_name(config["model"]))
+    set, else the script's file name for a run of its own script, else `model_name`."""
+    if config["labels"].get("model"):
+        return str(config["labels"]["model"])
+    return Path(config["script"]).stem if config["script"] else model_name(config["model"])
 
 
 def total_iterations(config, batches_per_epoch):
