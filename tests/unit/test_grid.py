@@ -143,3 +143,33 @@ def test_runs_compared_with_each_other_are_scheduled_one_after_another():
         for scenario, ranks in (("slow", 2), ("slow", 3), ("flat", 2), ("flat", 3))
         for policy in ("static", "wide")
     ]
+
+
+def test_a_models_entry_may_be_a_training_script(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    models = {"mine": {"script": str(script), "script_args": ["--shift", 2]}}
+    config = pipeline(models=models)
+    config["grid"]["model"] = ["mlp", "mine"]
+    runs = expand_runs(config)
+    mine = runs["digits-mine-static-slow-r2-s0"]["config"]
+    assert mine["script"] == str(script) and mine["script_args"] == ["--shift", "2"]
+    assert "model" not in mine and mine["labels"]["model"] == "mine"
+    assert "script" not in runs["digits-mlp-static-slow-r2-s0"]["config"]
+    config["models"]["mine"]["script"] = str(tmp_path / "missing.py")
+    with pytest.raises(DynallocError, match=r"models\.mine\.script: .*missing\.py is not a file"):
+        expand_runs(config)
+    config["models"]["mine"] = {"script": str(script), "zoo": "resnet18_v1"}
+    with pytest.raises(DynallocError, match="unknown key 'zoo' beside script"):
+        expand_runs(config)
+
+
+def test_dist_sync_cannot_run_a_script(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    config = pipeline(
+        models={"mine": {"script": str(script)}}, policies={"ps": {"kind": "dist_sync"}}
+    )
+    config["grid"].update(model=["mine"], policy=["ps"])
+    with pytest.raises(DynallocError, match="'mine' is a training script, which 'ps'"):
+        expand_runs(config)

@@ -65,20 +65,39 @@ def compared_together(runs):
 
 
 def model_table(config):
-    """The `models` entries ({name: zoo or factory spec}), each checked in form."""
+    """The `models` entries ({name: zoo or factory spec, or a training script}), each checked
+    in form; a script's path made absolute (relative to where snakemake runs) and checked."""
     models = config.get("models") or {}
     if not isinstance(models, dict):
         raise DynallocError(f"models must map names to model specs, got {models!r}")
+    checked = {}
     for name, spec in models.items():
         if name in BUILTIN_MODELS:
             raise DynallocError(f"models.{name}: {name!r} is a built-in model's name; rename it")
         if not isinstance(spec, dict):
             raise DynallocError(
-                f"models.{name} must be {{zoo: NAME, args: {{...}}}} or "
-                f"{{factory: 'package.module:function', args: {{...}}}}, got {spec!r}"
+                f"models.{name} must be {{zoo: NAME, args: {{...}}}}, "
+                f"{{factory: 'package.module:function', args: {{...}}}} or "
+                f"{{script: PATH, script_args: [...]}}, got {spec!r}"
             )
-        check_model(spec, f"models.{name}")
-    return models
+        checked[name] = _script_entry(name, spec) if "script" in spec else spec
+        if "script" not in spec:
+            check_model(spec, f"models.{name}")
+    return checked
+
+
+def _script_entry(name, spec):
+    """A `models` entry that is the user's own training script: the run-config keys it sets."""
+    unknown = sorted(set(spec) - {"script", "script_args"})
+    if unknown:
+        raise DynallocError(f"models.{name}: unknown key {unknown[0]!r} beside script")
+    script = Path(str(spec["script"])).expanduser().resolve()
+    if not script.is_file():
+        raise DynallocError(f"models.{name}.script: {spec['script']} is not a file")
+    arguments = spec.get("script_args") or []
+    if not isinstance(arguments, list):
+        raise DynallocError(f"models.{name}.script_args must be a list, got {arguments!r}")
+    return {"script": str(script), "script_args": [str(a) for a in arguments]}
 
 
 def run_python_path(config, config_dirs):
@@ -138,6 +157,13 @@ def _expand(config, grid, where, models, python_path):
         }
         if python_path:
             run_config["python_path"] = python_path
+        if "script" in run_config["model"]:  # the user's own script trains instead of a model
+            if command != "train":
+                raise DynallocError(
+                    f"{where}: model {model!r} is a training script, which {policy!r} "
+                    "(MXNet's own dist_sync) cannot run"
+                )
+            run_config.update(run_config.pop("model"))
         runs[name] = {
             "ranks": ranks,
             "dataset": dataset,
