@@ -214,3 +214,20 @@ def test_a_missing_replay_table_is_one_line(tmp_path, runs, capsys):
 def test_numbers_keep_three_significant_digits_and_whole_numbers_from_100_up():
     page = table_page(pd.DataFrame({"x": [0.000123456, 17.93, 398.19, 12345.6, np.nan]}), "t", "T")
     assert re.findall(r"<td[^>]*>(.*?)</td>", page) == ["0.000123", "17.9", "398", "12346", ""]
+
+
+def test_panel_titles_name_the_axis_that_tells_runs_apart(tmp_path, drawn):
+    """Two runs of one policy and scenario on different models are told apart by the model,
+    not by their long run names; identical ones fall back to the name."""
+    runs = [
+        make_run(tmp_path, name, [[1, 1]] * 3, labels={"scenario": "slow", "model": model})
+        for name, model in (("a-run", "lenet"), ("b-run", "resnet18-script"), ("c-run", "lenet"))
+    ]
+    plots.plot_shares(runs[:2], tmp_path / "shares.png")
+    titles = [ax.get_title() for ax in drawn[0].axes]
+    assert titles == ["static, slow, lenet", "static, slow, resnet18-script"]
+    plots.plot_shares([runs[0], runs[2]], tmp_path / "shares.png")
+    assert [ax.get_title() for ax in drawn[1].axes] == [
+        "static, slow [a-run]",
+        "static, slow [c-run]",
+    ]

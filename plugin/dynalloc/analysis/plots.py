@@ -193,11 +193,24 @@ def _runs(run_dirs):
 
 
 def _labels(runs):
-    """'policy, scenario' per run; the run's name is added where that is not unique."""
-    plain = [", ".join(filter(None, (run.policy, run.scenario))) for run in runs]
+    """'policy, scenario' per run, with the other axes that tell the runs apart (model,
+    dataset, ranks, seed) where that is not unique, and the run's name only where even those
+    are the same."""
+    axes = [("model", "{}"), ("dataset", "{}"), ("ranks", "R={}"), ("seed", "seed {}")]
+
+    def axis(run, name):
+        value = run.labels.get(name, run.metrics.get(name, run.config.get(name)))
+        return None if value is None else str(value)
+
+    def label(run, names):
+        extra = [form.format(axis(run, name)) for name, form in axes if name in names]
+        return ", ".join(filter(None, (run.policy, run.scenario, *extra)))
+
+    varying = {name for name, _ in axes if len({axis(run, name) for run in runs}) > 1}
+    labels = [label(run, varying) for run in runs]
     return [
-        label if plain.count(label) == 1 else f"{label} [{run.name}]"
-        for run, label in zip(runs, plain, strict=True)
+        text if labels.count(text) == 1 else f"{text} [{run.name}]"
+        for run, text in zip(runs, labels, strict=True)
     ]
 
 
