@@ -27,8 +27,9 @@ def expand_runs(config, config_dirs=()):
     config, "axes": {axis: value}, "priority": n}} for every point of the grid (or of each grid,
     when `grid` is a list: the union, for experiments that are not one full product);
     DynallocError names the bad key. See `compared_together` for the priorities.
-    `config_dirs` (the pipeline's config files' directories) follow `python_path` in every run
-    config's `python_path`, where a `models` factory's module is looked for."""
+    `config_dirs` (the pipeline's config files' directories) follow `python_path` in the
+    `python_path` of every run of a `models` factory, where its module is looked for (only
+    there: another config file must not rerun the runs that import nothing)."""
     grids = config["grid"] if isinstance(config["grid"], list) else [config["grid"]]
     models = model_table(config)
     python_path = run_python_path(config, config_dirs)
@@ -155,9 +156,11 @@ def _expand(config, grid, where, models, python_path):
             "seed": seed,
             "labels": {**labels, "model": model} if model in models else labels,
         }
-        if python_path:
+        spec = run_config["model"]
+        run_config.pop("python_path", None)  # `training`'s: only a factory imports anything
+        if python_path and isinstance(spec, dict) and "factory" in spec:
             run_config["python_path"] = python_path
-        if "script" in run_config["model"]:  # the user's own script trains instead of a model
+        if isinstance(spec, dict) and "script" in spec:  # the user's own script trains instead
             if command != "train":
                 raise DynallocError(
                     f"{where}: model {model!r} is a training script, which {policy!r} "
