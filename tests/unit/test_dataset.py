@@ -276,7 +276,7 @@ def test_without_verify_only_byte_level_checks_are_skipped(staged):
 
 def test_scans_find_bad_values_in_later_blocks(staged, monkeypatch):
     # three images per block
-    monkeypatch.setattr("dynalloc.data.staged.SCAN_BLOCK_BYTES", 8 * 16 * 3)
+    monkeypatch.setattr("dynalloc.data.blocks.SCAN_BLOCK_BYTES", 8 * 16 * 3)
     assert load_staged(staged).train_x.shape[0] == 40
     x = np.load(staged / "train_x.npy", mmap_mode="r+")
     x[37, 0, 3, 3] = np.inf

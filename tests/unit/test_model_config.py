@@ -4,13 +4,8 @@ checked without MXNet, one DynallocError naming the key."""
 import pytest
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.grid import expand_runs
-from dynalloc.experiment.run_config import (
-    BUILTIN_MODELS,
-    check_model,
-    model_label,
-    model_name,
-    resolve,
-)
+from dynalloc.experiment.model_spec import BUILTIN_MODELS, check_model, model_label, model_name
+from dynalloc.experiment.run_config import resolve
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from dynalloc import __version__
+from dynalloc.data.blocks import check_finite, check_labels, mean_std, normalised
 from dynalloc.errors import DynallocError
 from dynalloc.fsutil import atomic_write, fsync_directory
 
@@ -27,9 +28,6 @@ MANIFEST_KEYS = ("format_version", "source", "classes", "input_shape", "splits",
 SPLIT_KEYS = ("n", "x_shape", "x_dtype", "y_dtype")
 X_DTYPE = np.dtype(np.float32)
 Y_DTYPE = np.dtype(np.int32)
-# Full-data passes go block by block (sized for float64 temporaries), so a 200 MB file needs
-# tens of MB of memory, not several copies of itself.
-SCAN_BLOCK_BYTES = 1 << 24
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -88,8 +86,8 @@ def load_staged(path, verify=True):
                 f"{y_path}: dtype {y.dtype}, but {MANIFEST_NAME} says {expected['y_dtype']}"
             )
         if verify:
-            _check_labels(str(y_path), y, manifest["classes"])
-            _check_finite(str(x_path), x)
+            check_labels(str(y_path), y, manifest["classes"])
+            check_finite(str(x_path), x)
     return StagedDataset(
         path=path,
         train_x=arrays["train_x.npy"],
@@ -114,13 +112,13 @@ def write_staged(out_dir, train_x, train_y, test_x, test_y, *, source, classes, 
     splits = {"train": (train_x, train_y), "test": (test_x, test_y)}
     for split, (x, y) in splits.items():
         _check_pair(f"{source} {split}_x", x, f"{source} {split}_y", y)
-        _check_labels(f"{source} {split}_y", y, classes)
-        _check_finite(f"{source} {split}_x", x)
+        check_labels(f"{source} {split}_y", y, classes)
+        check_finite(f"{source} {split}_x", x)
     if train_x.shape[1:] != test_x.shape[1:]:
         raise DynallocError(
             f"{source}: train images are {train_x.shape[1:]} but test images {test_x.shape[1:]}"
         )
-    mean, std = _mean_std(train_x)
+    mean, std = mean_std(train_x)
     if not std > 0:
         raise DynallocError(f"{source} train_x: every pixel has the same value; cannot normalise")
     manifest = {
@@ -143,7 +141,7 @@ def write_staged(out_dir, train_x, train_y, test_x, test_y, *, source, classes, 
     try:
         for split, (x, y) in splits.items():
             files = {
-                f"{split}_x.npy": _normalised(x, mean, std),
+                f"{split}_x.npy": normalised(x, mean, std, X_DTYPE),
                 f"{split}_y.npy": np.ascontiguousarray(y, dtype=Y_DTYPE),
             }
             for name, array in files.items():
@@ -243,48 +241,6 @@ def _check_pair(x_name, x, y_name, y):
         raise DynallocError(f"{y_name}: {len(y)} labels but {x_name} has {len(x)} images")
     if len(x) == 0:
         raise DynallocError(f"{x_name}: no images")
-
-
-def _row_blocks(array):
-    """(first row, rows) pairs covering `array` in blocks of about SCAN_BLOCK_BYTES as float64."""
-    row_bytes = 8 * max(1, int(np.prod(array.shape[1:])))
-    rows = max(1, SCAN_BLOCK_BYTES // row_bytes)
-    for start in range(0, len(array), rows):
-        yield start, array[start : start + rows]
-
-
-def _check_labels(name, y, classes):
-    for _, block in _row_blocks(y):
-        low, high = int(block.min()), int(block.max())
-        if low < 0 or high >= classes:
-            bad = low if low < 0 else high
-            raise DynallocError(f"{name}: label {bad} outside [0, {classes})")
-
-
-def _check_finite(name, x):
-    for start, block in _row_blocks(x):
-        finite = np.isfinite(block)
-        if not finite.all():
-            row = int(np.argwhere(~finite)[0][0])
-            kind = "NaN" if np.isnan(block[row]).any() else "infinite value"
-            raise DynallocError(f"{name}: {kind} in the data (image {start + row})")
-
-
-def _mean_std(x):
-    """Scalar mean and std over all pixels, accumulated in float64 one block at a time."""
-    total = sum(float(np.sum(block, dtype=np.float64)) for _, block in _row_blocks(x))
-    mean = total / x.size
-    squares = sum(
-        float(np.sum(np.square(block.astype(np.float64) - mean))) for _, block in _row_blocks(x)
-    )
-    return mean, (squares / x.size) ** 0.5
-
-
-def _normalised(x, mean, std):
-    out = np.empty(x.shape, dtype=X_DTYPE)
-    for start, block in _row_blocks(x):
-        out[start : start + len(block)] = (block.astype(np.float64) - mean) / std
-    return out
 
 
 def _refuse_to_replace_foreign(out_dir):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dynalloc.core.policies import POLICIES
 from dynalloc.errors import DynallocError
-from dynalloc.experiment.run_config import BUILTIN_MODELS, check_model
+from dynalloc.experiment.model_spec import BUILTIN_MODELS, check_model
 
 AXES = ("dataset", "model", "policy", "scenario", "ranks", "seed")
 COMPARED_BY = tuple(axis for axis in AXES if axis != "policy")  # runs compared with each other

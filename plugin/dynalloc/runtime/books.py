@@ -12,7 +12,7 @@ import numpy as np
 
 from dynalloc import rundir
 from dynalloc.errors import DynallocError
-from dynalloc.experiment.run_config import model_label
+from dynalloc.experiment.model_spec import model_label
 from dynalloc.rundir import EpochRow, Row
 from dynalloc.runtime.telemetry import GrowingCSV, Progress
 

@@ -25,7 +25,7 @@ from mxnet.gluon import Block
 from mxnet.gluon.model_zoo import vision
 
 from dynalloc.errors import DynallocError
-from dynalloc.experiment.run_config import BUILTIN_MODELS, check_model, model_name
+from dynalloc.experiment.model_spec import BUILTIN_MODELS, check_model, model_name
 from dynalloc.runtime.networks import BUILDERS, MIN_SIZE
 
 MODELS = BUILTIN_MODELS
