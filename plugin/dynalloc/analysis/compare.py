@@ -11,6 +11,7 @@ import pandas as pd
 
 from dynalloc import rundir
 from dynalloc.analysis import plots
+from dynalloc.analysis.runs import read_csv
 from dynalloc.analysis.summary import SUMMARY_FIELDS
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.grid import COMPARED_BY
@@ -83,7 +84,7 @@ def run(args):
         with atomic_write(args.tables_dir / f"{name}.csv", newline="") as handle:
             table.to_csv(handle, index=False)
     if args.replay is not None:
-        tables["replay"] = _read_table(args.replay)
+        tables["replay"] = read_csv(args.replay)
     for name, table in tables.items():
         with atomic_write(args.tables_dir / f"{name}.html") as handle:
             handle.write(table_page(table, name, *PAGES[name]))
@@ -166,12 +167,3 @@ def _value(value):
     if isinstance(value, numbers.Real):
         return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
     return escape(str(value))
-
-
-def _read_table(path):
-    try:
-        return pd.read_csv(path)
-    except OSError as error:
-        raise DynallocError(f"cannot read {path}: {error.strerror}") from None
-    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
-        raise DynallocError(f"{path} is not a CSV table") from None

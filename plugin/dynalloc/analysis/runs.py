@@ -47,12 +47,14 @@ def load_run(run_dir):
         labels=labels,
         config=config,
         metrics=rundir.read_json(run_dir / rundir.METRICS, rundir.METRICS_KEYS),
-        iterations=_read_csv(run_dir / rundir.ITERATIONS, ITERATION_COLUMNS),
-        epochs=_read_csv(run_dir / rundir.EPOCHS, EPOCH_COLUMNS),
+        iterations=read_csv(run_dir / rundir.ITERATIONS, ITERATION_COLUMNS),
+        epochs=read_csv(run_dir / rundir.EPOCHS, EPOCH_COLUMNS),
     )
 
 
-def _read_csv(path, columns):
+def read_csv(path, columns=()):
+    """The table in the CSV file `path`, which must have rows and hold `columns` as numbers;
+    DynallocError names the file and what is wrong with it."""
     try:
         table = pd.read_csv(path)
     except OSError as error:

@@ -125,7 +125,7 @@ class Recorder:
         abort(self.comm, self.rank, error, log if self.books else None)
         return False
 
-    def start(self, net, trainer, loss_check=True):
+    def start(self, net, trainer):
         """The run's DynamicBatch over `net` and `trainer` (built alike on every rank), from the
         checkpoint's state when the run resumes. Returns it."""
         config, setup = self.config, self.setup
