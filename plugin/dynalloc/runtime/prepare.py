@@ -4,8 +4,8 @@ that every bad input is found while nothing has been written yet.
 
 Each piece is built once per rank and passed down: the resolved config, the staged data, the
 sampler that cuts every global batch, the emulated scenario, and the network with its trainer.
-MXNet is imported inside the functions that use it: a rank reads its config before MXNet loads,
-since the compute threads it sets from the config are read at MXNet's import.
+MXNet is imported inside the functions that use it, so that importing this module (the baseline
+command does, for its `--help` too) loads neither MXNet nor its threads.
 """
 
 from dataclasses import dataclass
