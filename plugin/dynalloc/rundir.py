@@ -43,6 +43,7 @@ class Row(NamedTuple):
     loss: float
     slowdown: float  # the emulated slowdown, contention included
     policy: str
+    data_s: float = 0.0  # waiting for this rank's samples (decoded, as NDArrays); balanced too
 
 
 class EpochRow(NamedTuple):
@@ -68,7 +69,9 @@ METRICS_KEYS = (  # what a reader may rely on in metrics.json
     "final_test_accuracy",
     "time_to_target_s",
 )
-_RANK, _COMPUTE, _WAIT = (ROW_FIELDS.index(name) for name in ("rank", "compute_s", "wait_s"))
+_RANK, _COMPUTE, _WAIT, _DATA = (
+    ROW_FIELDS.index(name) for name in ("rank", "compute_s", "wait_s", "data_s")
+)
 
 
 def partial(path):
@@ -124,14 +127,18 @@ def read_json(path, keys):
 
 
 def wait_fractions(rows, ranks):
-    """Per rank: its summed wait_s over its summed compute_s + wait_s, the share of its busy
-    time spent waiting for the slowest; 0 for a rank without rows or time. `rows` are Rows or
-    any sequences in their field order (numbers read back as strings too)."""
-    table = np.array([(r[_RANK], r[_COMPUTE], r[_WAIT]) for r in rows], dtype=float)
-    table = table.reshape(-1, 3)
+    """Per rank: its summed wait_s over its summed compute_s + data_s + wait_s, the share of its
+    busy time spent waiting for the slowest; 0 for a rank without rows or time. `rows` are Rows
+    or any sequences in their field order (numbers read back as strings too; rows of runs made
+    before data_s existed lack it)."""
+    table = np.array(
+        [(r[_RANK], r[_COMPUTE], r[_WAIT], r[_DATA] if len(r) > _DATA else 0) for r in rows],
+        dtype=float,
+    )
+    table = table.reshape(-1, 4)
     fractions = []
     for rank in range(ranks):
         mine = table[table[:, 0] == rank]
-        busy = mine[:, 1].sum() + mine[:, 2].sum()
+        busy = mine[:, 1].sum() + mine[:, 2].sum() + mine[:, 3].sum()
         fractions.append(float(mine[:, 2].sum() / busy) if busy > 0 else 0.0)
     return fractions

@@ -92,7 +92,8 @@ def full_iterations(iterations):
     by_rank = iterations.pivot(index="iteration", columns="rank")
     batch = by_rank["batch_size"].sum(axis=1)
     kept = by_rank[batch == batch.max()].iloc[1:]
-    speeds = (kept["compute_s"] / kept["batch_size"]).to_numpy()
+    busy = kept["compute_s"] + (kept["data_s"] if "data_s" in iterations else 0.0)
+    speeds = (busy / kept["batch_size"]).to_numpy()
     return speeds, kept["epoch"].max(axis=1).to_numpy(), kept.index.to_numpy()
 
 

@@ -47,9 +47,16 @@ def load_run(run_dir):
         labels=labels,
         config=config,
         metrics=rundir.read_json(run_dir / rundir.METRICS, rundir.METRICS_KEYS),
-        iterations=read_csv(run_dir / rundir.ITERATIONS, ITERATION_COLUMNS),
+        iterations=_with_data_s(read_csv(run_dir / rundir.ITERATIONS, ITERATION_COLUMNS)),
         epochs=read_csv(run_dir / rundir.EPOCHS, EPOCH_COLUMNS),
     )
+
+
+def _with_data_s(iterations):
+    """Runs made before the data_s column waited for no data that they measured: 0."""
+    if "data_s" not in iterations:
+        iterations = iterations.assign(data_s=0.0)
+    return iterations
 
 
 def read_csv(path, columns=()):

@@ -82,6 +82,8 @@ def iterations_until_balanced(iterations, events):
     by_rank = iterations.pivot(index="iteration", columns="rank")
     fractions = by_rank["batch_size"].div(by_rank["batch_size"].sum(axis=1), axis=0).to_numpy()
     compute, wait = by_rank["compute_s"].to_numpy(), by_rank["wait_s"].to_numpy()
+    if "data_s" in by_rank:
+        compute = compute + by_rank["data_s"].to_numpy()
     index = by_rank.index.to_numpy()
     starts = sorted({int(np.searchsorted(index, event)) for event in events} - {len(index)})
     worst = 0

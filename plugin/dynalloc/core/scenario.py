@@ -14,11 +14,17 @@ one draw showed is not that draw's luck.
 Config form (plain dict)::
 
     slowdown: [1, 3]                      # static factors, one per rank
+    read_slowdown: [1, 3]                 # optional: rank 1's reads of a streamed dataset 3x slower
     jitter: 0.3                           # optional per-iteration noise
     jitter_draw: 0                        # optional: which draw of that noise (0: the usual)
     changes:                              # spans [start, end) of iterations; end null = forever
       - {rank: 1, factor: 3, start: 200, end: 400}
       - {rank: 0, mode: contention, processes: 1, start: 100, end: 300}
+      - {rank: 1, mode: read, factor: 3, start: 0, end: null}
+
+A `read` factor f slows a rank's reading of a streamed dataset: each of its decode workers
+sleeps (f - 1) times the time it took to read and decode a chunk, the case of a slower disk or
+decoder. It shows in `data_s` only when the reads can no longer keep ahead of the compute.
 """
 
 import math
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MODES = ("sleep", "contention")
+MODES = ("sleep", "contention", "read")
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,9 @@ class Change:
 class Scenario:
     """What each rank suffers at each iteration; pure, so every rank and test agrees."""
 
-    def __init__(self, ranks, slowdown=None, changes=(), jitter=0.0, jitter_draw=0):
+    def __init__(
+        self, ranks, slowdown=None, changes=(), jitter=0.0, jitter_draw=0, read_slowdown=None
+    ):
         self.ranks = ranks
         if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter < 1:
             raise ValueError(f"scenario.jitter must be a number in [0, 1), got {jitter!r}")
@@ -60,6 +68,17 @@ class Scenario:
         if len(slowdown) != ranks:
             raise ValueError(f"scenario.slowdown has {len(slowdown)} factors for {ranks} ranks")
         self.slowdown = [float(f) for f in slowdown]
+        read_slowdown = [1.0] * ranks if read_slowdown is None else read_slowdown
+        if not isinstance(read_slowdown, list | tuple) or not all(map(_factor, read_slowdown)):
+            raise ValueError(
+                f"scenario.read_slowdown must be a list of finite factors >= 1, "
+                f"got {read_slowdown!r}"
+            )
+        if len(read_slowdown) != ranks:
+            raise ValueError(
+                f"scenario.read_slowdown has {len(read_slowdown)} factors for {ranks} ranks"
+            )
+        self.read_slowdown = [float(f) for f in read_slowdown]
         self.changes = [self._change(i, spec) for i, spec in enumerate(changes or ())]
 
     def _change(self, i, spec):
@@ -87,7 +106,7 @@ class Scenario:
                 f"{where}.end must be an iteration after start {change.start} "
                 f"(or null), got {change.end!r}"
             )
-        if change.mode == "sleep" and not _factor(change.factor):
+        if change.mode in ("sleep", "read") and not _factor(change.factor):
             raise ValueError(f"{where}.factor must be a finite number >= 1, got {change.factor!r}")
         if change.mode == "contention" and not (
             _integer(change.processes) and change.processes >= 1
@@ -107,6 +126,14 @@ class Scenario:
             f *= 1.0 + self.jitter * (1.0 + draw)
         for change in self.changes:
             if change.mode == "sleep" and change.rank == rank and change.active(iteration):
+                f *= change.factor
+        return f
+
+    def read_factor(self, rank, iteration):
+        """How much slower `rank` reads a streamed dataset at `iteration`."""
+        f = self.read_slowdown[rank]
+        for change in self.changes:
+            if change.mode == "read" and change.rank == rank and change.active(iteration):
                 f *= change.factor
         return f
 

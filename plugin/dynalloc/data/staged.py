@@ -43,6 +43,14 @@ class StagedDataset:
     input_shape: tuple
     manifest: dict
 
+    @property
+    def train_size(self):
+        return len(self.train_y)
+
+    @property
+    def test_size(self):
+        return len(self.test_y)
+
 
 def file_sha256(path):
     """Hex sha256 of a file, read in chunks so that large files need little memory."""
@@ -135,9 +143,9 @@ def write_staged(out_dir, train_x, train_y, test_x, test_y, *, source, classes, 
     if clashes:
         raise ValueError(f"extra manifest keys clash with the format's own: {clashes}")
     manifest.update(extra or {})
-    _refuse_to_replace_foreign(out_dir)
+    refuse_to_replace_foreign(out_dir)
 
-    tmp_dir = _make_sibling_tmp_dir(out_dir)
+    tmp_dir = make_sibling_tmp_dir(out_dir)
     try:
         for split, (x, y) in splits.items():
             files = {
@@ -158,7 +166,7 @@ def write_staged(out_dir, train_x, train_y, test_x, test_y, *, source, classes, 
             json.dump(manifest, handle, indent=2)
             handle.write("\n")
         fsync_directory(tmp_dir)
-        _move_into_place(tmp_dir, out_dir)
+        move_into_place(tmp_dir, out_dir)
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
@@ -243,7 +251,7 @@ def _check_pair(x_name, x, y_name, y):
         raise DynallocError(f"{x_name}: no images")
 
 
-def _refuse_to_replace_foreign(out_dir):
+def refuse_to_replace_foreign(out_dir):
     """Replace an earlier staged dataset, never a directory of something else (say $HOME)."""
     if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
         raise DynallocError(f"{out_dir}: exists and is not a directory")
@@ -253,7 +261,7 @@ def _refuse_to_replace_foreign(out_dir):
         )
 
 
-def _make_sibling_tmp_dir(out_dir):
+def make_sibling_tmp_dir(out_dir):
     """A fresh directory beside `out_dir`, so that the final rename stays on one file system."""
     parent = out_dir.parent
     tmp_dir = parent / f".{out_dir.name}.{secrets.token_hex(4)}.tmp"
@@ -265,7 +273,7 @@ def _make_sibling_tmp_dir(out_dir):
     return tmp_dir
 
 
-def _move_into_place(tmp_dir, out_dir):
+def move_into_place(tmp_dir, out_dir):
     if out_dir.exists():
         old_dir = tmp_dir.with_name(tmp_dir.name + ".old")
         os.rename(out_dir, old_dir)

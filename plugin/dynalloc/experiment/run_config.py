@@ -15,8 +15,10 @@ from dynalloc.core.scenario import Scenario
 from dynalloc.core.shares import check_bounds
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.model_spec import check_model
+from dynalloc.experiment.stream_config import STREAM_DEFAULTS, check_stream
 
-SCENARIO_KEYS = ("slowdown", "changes", "jitter", "jitter_draw")  # Scenario's parameters
+# Scenario's parameters
+SCENARIO_KEYS = ("slowdown", "read_slowdown", "changes", "jitter", "jitter_draw")
 
 DEFAULTS = {
     "dataset": None,  # a staged dataset directory (`dynalloc stage`)
@@ -39,6 +41,7 @@ DEFAULTS = {
     "python_path": [],  # directories searched first for a `model: {factory: ...}` module
     "script": None,  # the user's own training script (`dynalloc.runtime.recorder`), for `model`
     "script_args": [],  # its command-line arguments
+    "stream": STREAM_DEFAULTS,  # how the ranks read a streamed dataset (`stream_config`)
 }
 
 
@@ -131,6 +134,7 @@ def resolve(raw, ranks):
     _mapping(config, "optimizer")
     _checkpoint(config)
     _script(config)
+    config["stream"] = check_stream(config["stream"])
     labels = _mapping(config, "labels")
     if not all(isinstance(k, str) and isinstance(v, str | int) for k, v in labels.items()):
         raise DynallocError(f"config key 'labels' must map names to strings, got {labels!r}")

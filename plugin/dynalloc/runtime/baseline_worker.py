@@ -26,7 +26,7 @@ from dynalloc.rundir import Row
 from dynalloc.runtime.books import Books
 from dynalloc.runtime.contention import burners_for, pin_rank
 from dynalloc.runtime.faults import EXIT_FAILED, describe
-from dynalloc.runtime.prepare import build, eval_sums, prepare, train_batch
+from dynalloc.runtime.prepare import build, eval_sums, prepare
 from dynalloc.runtime.timing import ComputeTimer
 
 POLICY = "dist_sync"  # the policy column of iterations.csv and metrics.json
@@ -38,12 +38,15 @@ PR_SET_PDEATHSIG = 1
 
 
 def with_waits(rows):
-    """Rows of all workers with wait_s = the iteration's slowest compute_s minus the row's own:
-    train's definition, computed afterwards since workers exchange no times."""
+    """Rows of all workers with wait_s = the iteration's slowest compute_s + data_s minus the
+    row's own: train's definition, computed afterwards since workers exchange no times."""
     slowest = {}
     for row in rows:
-        slowest[row.iteration] = max(slowest.get(row.iteration, -math.inf), row.compute_s)
-    return [row._replace(wait_s=slowest[row.iteration] - row.compute_s) for row in rows]
+        busy = row.compute_s + row.data_s
+        slowest[row.iteration] = max(slowest.get(row.iteration, -math.inf), busy)
+    return [
+        row._replace(wait_s=slowest[row.iteration] - row.compute_s - row.data_s) for row in rows
+    ]
 
 
 class Worker:
@@ -61,6 +64,9 @@ class Worker:
         import mxnet as mx
         from mxnet import gluon
 
+        from dynalloc.runtime.feed import make_feed
+
+        self.feed = make_feed(setup, index)
         self.kv = mx.kv.create("dist_sync")  # returns once every process has joined
         (self.work / f"ready-{index}").touch()
         # update_on_kvstore: the server runs the optimizer (MXNet's default for dist_sync). Its
@@ -99,6 +105,7 @@ class Worker:
                     iteration += 1
                 self.end_epoch(epoch, rows, time.perf_counter() - began)
         finally:
+            self.feed.close()
             if self.burners:
                 self.burners.stop()
         if self.books:
@@ -116,7 +123,9 @@ class Worker:
         started = time.perf_counter()
         if self.burners:
             self.burners.set(self.scenario.burners(self.index, iteration))
-        x, y = train_batch(self.data, indices)
+        fetched = time.perf_counter()
+        x, y = self.feed.batch(epoch, k, iteration, shares, indices)
+        data_s = time.perf_counter() - fetched
         factor = self.scenario.factor(self.index, iteration)
         with ComputeTimer(factor) as compute:
             with autograd.record():
@@ -151,12 +160,13 @@ class Worker:
             loss=loss,
             slowdown=factor,
             policy=POLICY,
+            data_s=data_s,
         )
 
     def end_epoch(self, epoch, rows, elapsed):
         """Evaluate this worker's test slice and hand its rows to worker 0 through a file; the
         kvstore's barriers order the files and start the next epoch together."""
-        sums = eval_sums(self.net, self.loss_fn, self.data, self.index, self.workers)
+        sums = eval_sums(self.net, self.loss_fn, self.feed, self.index, self.workers)
         rundir.write_json(self.epoch_file(epoch, self.index), {"rows": rows, "eval": sums})
         self.kv._barrier()  # every worker's file is written
         if self.books:
@@ -166,7 +176,7 @@ class Worker:
             sizes = np.array([row.batch_size for row in rows])
             losses = np.array([row.loss for row in rows])
             loss_sum, correct = np.sum([part["eval"] for part in parts], axis=0)
-            n = len(self.data.test_y)
+            n = self.data.test_size
             train_loss = float(np.dot(losses, sizes) / sizes.sum())
             self.books.epoch_done(epoch, elapsed, train_loss, loss_sum / n, correct / n)
         self.kv._barrier()  # worker 0's bookkeeping stays out of the next iteration's sync_s

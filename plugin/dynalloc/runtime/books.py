@@ -37,6 +37,7 @@ class Books:
             "checkpoint_s": 0.0,
             "time_to_target": None,
         }
+        self.skipped = list(saved.get("skipped", []))  # bad records other images stood in for
         self.rows = [Row(*row) for row in saved["rows"]]
         self.epoch_rows = [EpochRow(*row) for row in saved["epochs"]]
         self.samples, self.wall_s = saved["samples"], saved["wall_s"]
@@ -71,7 +72,15 @@ class Books:
             "wall_s": self.wall_s,
             "checkpoint_s": self.checkpoint_s,
             "time_to_target": self.time_to_target,
+            "skipped": self.skipped,
         }
+
+    def records_skipped(self, names):
+        """Bad records of a streamed dataset that other images replaced (`on_bad_record:
+        skip`), each named in train.log."""
+        for name in names:
+            log.warning("skipped a bad record: %s", name)
+        self.skipped += names
 
     def add_rows(self, rank_rows):
         """Every rank's Rows since the last call, in (iteration, rank) order."""
@@ -137,6 +146,7 @@ class Books:
             "target_accuracy": self.config["target_accuracy"],
             "time_to_target_s": self.time_to_target,
             "checkpoint_s": self.checkpoint_s,
+            "skipped_records": len(self.skipped),
         }
         rundir.write_json(self.out / rundir.METRICS, metrics)
         log.info(

@@ -155,8 +155,11 @@ class DynamicBatch:
         sync_s = self.exchange.allreduce(weight)
         self.trainer.step(1)
         mx.nd.waitall()
-        gathered = self.exchange.allgather([step.compute_s, loss, float(self.stop_requested)])
-        compute, losses = gathered[:, 0], gathered[:, 1]
+        busy = step.compute_s + step.data_s
+        gathered = self.exchange.allgather([busy, loss, float(self.stop_requested)])
+        # What the policy balances: a rank slow to get its samples is as slow as one slow to
+        # compute on them.
+        busy_all, losses = gathered[:, 0], gathered[:, 1]
         self.stopping = bool(gathered[:, 2].any())
         batch_loss = float(np.dot(losses, step.shares) / np.sum(step.shares))
         if not np.isfinite(batch_loss):
@@ -172,15 +175,16 @@ class DynamicBatch:
                 batch_size=int(step.shares[self.rank]),
                 compute_s=step.compute_s,
                 sync_s=sync_s,
-                wait_s=float(compute.max() - step.compute_s),
+                wait_s=float(busy_all.max() - busy),
                 iteration_s=time.perf_counter() - step.started,
                 loss=loss,
                 slowdown=step.slowdown,
                 policy=self.policy.name,
+                data_s=step.data_s,
             )
         )
         self.iteration += 1
-        self.policy.update(step.shares, compute, self.iteration, step.next_epoch)
+        self.policy.update(step.shares, busy_all, self.iteration, step.next_epoch)
         return batch_loss
 
 
@@ -192,6 +196,7 @@ class Step:
         self.indices, self.next_epoch = indices, next_epoch
         self.iteration = owner.iteration
         self.compute_s = float("nan")
+        self.data_s = 0.0  # seconds spent getting this share's samples, if the loop measures it
         self.loss = None  # the global batch's mean loss, once finished
         self.slowdown = 1.0 if owner.slowdown is None else float(owner.slowdown(self.iteration))
         self.started = time.perf_counter()

@@ -1,10 +1,9 @@
-"""The training loop of `dynalloc train`'s built-in networks: the staged samples of each step,
-forward and backward timed, the staged test set at each epoch's end. Everything else, the
-DynamicBatch, the books, checkpoints and resume, is the Recorder's, as for a user's script."""
+"""The training loop of `dynalloc train`'s built-in networks: the samples of each step (staged
+arrays or a streamed dataset), forward and backward timed, the test set at each epoch's end.
+Everything else, the DynamicBatch, the books, checkpoints and resume, is the Recorder's, as for
+a user's script."""
 
 from mxnet import autograd, gluon
-
-from dynalloc.runtime.prepare import train_batch
 
 
 def train(run, net, trainer):
@@ -13,7 +12,7 @@ def train(run, net, trainer):
     run.start(net, trainer)
     for epoch in run.epochs():
         for step in run.steps(epoch):
-            x, y = train_batch(run.data, step.indices)
+            x, y = run.batch(step)
             with step.compute():
                 with autograd.record():
                     loss = loss_fn(net(x), y)

@@ -2,19 +2,20 @@
 `dynalloc baseline`: so that a baseline run trains the same model on the same samples, and so
 that every bad input is found while nothing has been written yet.
 
-Each piece is built once per rank and passed down: the resolved config, the staged data, the
-sampler that cuts every global batch, the emulated scenario, and the network with its trainer.
+Each piece is built once per rank and passed down: the resolved config, the staged data (arrays
+or a streamed index), the sampler that cuts every global batch, the emulated scenario, and the
+network with its trainer.
 MXNet is imported inside the functions that use it, so that importing this module (the baseline
 command does, for its `--help` too) loads neither MXNet nor its threads.
 """
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from dynalloc.core.partition import GlobalBatchSampler
 from dynalloc.core.scenario import Scenario
-from dynalloc.data.staged import StagedDataset, load_staged
+from dynalloc.data.dataset import input_shape, open_dataset
+from dynalloc.data.staged import StagedDataset
+from dynalloc.data.streamed import StreamedDataset
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.run_config import (
     load_config,
@@ -23,15 +24,14 @@ from dynalloc.experiment.run_config import (
     total_iterations,
 )
 
-EVAL_CHUNK = 1024  # test samples per forward pass of the evaluation
-
 
 @dataclass(frozen=True)
 class Setup:
     """One rank's view of a run: what the config asks and the data it is asked on."""
 
     config: dict
-    data: StagedDataset
+    data: StagedDataset | StreamedDataset
+    input_shape: tuple  # one sample's (channels, height, width) as the network sees it
     sampler: GlobalBatchSampler
     scenario: Scenario
     total: int  # iterations the run makes
@@ -43,11 +43,13 @@ def prepare(config_path, rank, ranks, policy=None):
     mapping) replaces the config's policy."""
     raw = load_config(config_path)
     config = resolve(raw if policy is None else {**raw, "policy": policy}, ranks)
-    # Rank 0 reads every byte (sha256, NaN); the others check the manifest, shapes and counts.
-    data = load_staged(config["dataset"], verify=rank == 0)
+    # Rank 0 reads every byte of arrays (sha256, NaN); the others check the manifest, shapes
+    # and counts. A streamed dataset's checks cost time in proportion to its index on every rank.
+    data = open_dataset(config["dataset"], verify=rank == 0)
+    shape = input_shape(data, config)
     try:
         sampler = GlobalBatchSampler(
-            len(data.train_y),
+            data.train_size,
             config["global_batch"],
             config["seed"],
             config["drop_last"],
@@ -60,6 +62,7 @@ def prepare(config_path, rank, ranks, policy=None):
     return Setup(
         config=config,
         data=data,
+        input_shape=shape,
         sampler=sampler,
         scenario=Scenario(ranks, **config["scenario"]),
         total=total,
@@ -80,7 +83,7 @@ def build(setup, **trainer_options):
     net = build_model(
         config["model"],
         data.classes,
-        tuple(data.input_shape),
+        setup.input_shape,
         config["seed"],
         config["python_path"],
     )
@@ -89,27 +92,11 @@ def build(setup, **trainer_options):
     return net, trainer
 
 
-def train_batch(data, indices):
-    """(x, y) NDArrays of the training samples `indices`, read in file order: sequential reads
-    of the memory-mapped file, and the order within a share does not change its gradient."""
-    import mxnet as mx
-
-    rows = np.sort(indices)
-    return mx.nd.array(data.train_x[rows]), mx.nd.array(data.train_y[rows])
-
-
-def eval_sums(net, loss_fn, data, rank, ranks):
+def eval_sums(net, loss_fn, feed, rank, ranks):
     """[summed loss, correct predictions] over rank's even slice of the test set; the sums of
     all ranks give the test loss and accuracy."""
-    import mxnet as mx
-
-    n = len(data.test_y)
-    lo, hi = n * rank // ranks, n * (rank + 1) // ranks
     loss_sum = correct = 0.0
-    for start in range(lo, hi, EVAL_CHUNK):
-        stop = min(start + EVAL_CHUNK, hi)
-        x = mx.nd.array(data.test_x[start:stop])
-        y = mx.nd.array(data.test_y[start:stop])
+    for x, y in feed.test_batches(rank, ranks):
         out = net(x)
         loss_sum += float(loss_fn(out, y).sum().asscalar())
         correct += float((out.argmax(axis=1) == y).sum().asscalar())

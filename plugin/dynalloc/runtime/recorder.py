@@ -3,7 +3,8 @@
 `dynalloc train`'s built-in loop is one user of it (`runtime.loop`, the smallest example); a
 user's own script is another (README, "Your own training script";
 `examples/own_script/train_resnet.py`): `Recorder.from_environment()` as a context manager,
-`start(net, trainer)`, then `epochs()`, `steps(epoch)` and `end_epoch(test_loss, accuracy)`.
+`start(net, trainer)`, then `epochs()`, `steps(epoch)`, `batch(step)` for the step's samples
+(staged arrays or a streamed dataset alike) and `end_epoch(test_loss, accuracy)`.
 
 Rank 0 gathers every rank's rows and writes config.yaml, iterations.csv, epochs.csv,
 metrics.json, train.log and model.params atomically, and checkpoints through the same code, so
@@ -34,6 +35,7 @@ from dynalloc.runtime.faults import (
     abort,
     identity,
 )
+from dynalloc.runtime.feed import make_feed
 from dynalloc.runtime.gluon import DynamicBatch
 from dynalloc.runtime.peerwatch import PeerWatch
 from dynalloc.runtime.prepare import eval_sums, prepare
@@ -73,6 +75,7 @@ class Recorder:
         self.config, self.data = self.setup.config, self.setup.data
         self.out = Path(out)
         self.core = pin_rank(self.config, self.rank)
+        self.feed = make_feed(self.setup, self.rank)  # after pinning: its threads share the core
         self.dyn = self.net = self.trainer = self.books = self.burners = None
         self.trained = None  # (epoch, losses, sizes, seconds) of the epoch last trained
         self.watch = self.stop = None
@@ -105,6 +108,7 @@ class Recorder:
 
     def __exit__(self, kind, error, trace):
         self.stop.__exit__(kind, error, trace)
+        self.feed.close()
         if self.burners:
             self.burners.stop()
         if kind is None or isinstance(error, Stopped | SharedError):
@@ -135,7 +139,7 @@ class Recorder:
         self.dyn = DynamicBatch(
             net.collect_params(),
             trainer,
-            len(self.data.train_y),
+            self.data.train_size,
             config["global_batch"],
             policy=config["policy"],
             min_share=config["min_share"],
@@ -205,11 +209,19 @@ class Recorder:
         self.trained = (epoch, losses, sizes, elapsed + time.perf_counter() - began)
         self.dyn.average_state()
 
+    def batch(self, step):
+        """(x, y) NDArrays of the step's samples; the time it took is the step's data_s, which
+        the policy balances with the compute."""
+        began = time.perf_counter()
+        x, y = self.feed.batch(step.epoch, step.batch, step.iteration, step.shares, step.indices)
+        step.data_s = time.perf_counter() - began
+        return x, y
+
     def evaluate(self, net, loss_fn):
         """(test loss, test accuracy) of `net` on the staged test set, split over the ranks."""
-        sums = eval_sums(net, loss_fn, self.data, self.rank, self.ranks)
+        sums = eval_sums(net, loss_fn, self.feed, self.rank, self.ranks)
         loss_sum, correct = self.dyn.exchange.allsum(sums)
-        n = len(self.data.test_y)
+        n = self.data.test_size
         return float(loss_sum / n), float(correct / n)
 
     def end_epoch(self, test_loss, test_accuracy):
@@ -224,9 +236,11 @@ class Recorder:
 
     def collect_rows(self):
         rows = self.dyn.exchange.gather_objects(self.dyn.rows)
-        self.dyn.rows = []
+        skipped = self.dyn.exchange.gather_objects(self.feed.replaced)
+        self.dyn.rows, self.feed.replaced = [], []
         if self.books:
             self.books.add_rows(rows)
+            self.books.records_skipped([name for names in skipped for name in names])
 
     def checkpoint(self, epoch, batch, progress):
         """Every rank hands rank 0 its share of the state; rank 0 writes the file. Returns its

@@ -1,0 +1,168 @@
+"""A rank's decode pool and its read-ahead: the samples of the next iteration are decoded while
+this one computes and exchanges, though the shares of the next are decided only after it.
+
+How the read-ahead follows the shares: when a rank takes iteration k's samples, it asks the
+pool for iteration k+1's samples under the shares of k (the policy keeps them, or moves a
+boundary by a few samples, in most iterations), widened at both ends by a margin: the largest
+move of either of its boundaries over the last few iterations. The core is cut into one chunk
+per worker and queued first; the margins come after, in chunks of their own. When k+1 is taken
+under its real shares, every sample already queued is used, the margins nobody needs are
+cancelled if not yet started (else decoded and dropped), and the few samples that a boundary
+moved beyond the margin are decoded then, on the critical path, where `data_s` shows them. A
+decoded sample depends only on (seed, epoch, index), so which rank decodes it, and when, does
+not change its pixels.
+
+Threads, not processes: Pillow releases the GIL while it decodes and resizes, so threads decode
+side by side with the rank's MXNet compute, share the rank's index and open files, and die with
+it (Gluon's DataLoader forks workers, which outlive a killed rank and copy its memory).
+"""
+
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+
+from dynalloc.data.augment import eval_boxes, train_boxes
+from dynalloc.data.images import BadImage, decode_into
+from dynalloc.data.records import BadRecord
+
+MOVES_REMEMBERED = 4  # iterations whose boundary moves set the margin
+
+
+class Chunk(NamedTuple):
+    positions: np.ndarray  # the samples asked for
+    images: np.ndarray  # (n, H, W, C) uint8
+    labels: np.ndarray  # int32
+    replaced: list  # (position, bad record's name) where another image stood in for it
+
+
+class Decoder:
+    """Decodes and transforms the samples of a StreamedDataset into uint8 arrays of one size."""
+
+    def __init__(self, dataset, size, stream, seed):
+        self.dataset, self.size, self.stream, self.seed = dataset, tuple(size), stream, seed
+
+    def chunk(self, split, epoch, positions, slowdown=1.0):
+        """The samples `positions` of `split`: training ones augmented for `epoch`, test ones
+        resized and centre-cropped. `slowdown` > 1 sleeps (slowdown - 1) x the time taken."""
+        began = time.perf_counter()
+        positions = np.asarray(positions, dtype=np.int64)
+        images = np.empty((len(positions), *self.size, self.dataset.channels), np.uint8)
+        labels = np.empty(len(positions), np.int32)
+        replaced = []
+        for i, position in enumerate(positions):
+            labels[i] = self._decode(split, epoch, int(position), images[i], replaced)
+        if slowdown > 1:
+            time.sleep((slowdown - 1) * (time.perf_counter() - began))
+        return Chunk(positions, images, labels, replaced)
+
+    def _decode(self, split, epoch, position, out, replaced):
+        """Decode one sample into `out`; a bad one stops the run, or under `on_bad_record:
+        skip` is replaced by the next good sample of the split (the same one on every run)."""
+        n = len(self.dataset.index[split])
+        for step in range(n):
+            candidate = (position + step) % n
+            try:
+                label, payload = self.dataset.read(split, candidate)
+                box, flip = self._box(split, epoch, candidate)
+                decode_into(out, payload, self.dataset.channels, box, flip)
+                return label
+            except (BadRecord, BadImage) as error:
+                message = str(error)
+                if isinstance(error, BadImage):
+                    message = f"{self.dataset.name(split, candidate)}: {error}"
+                if self.stream["on_bad_record"] != "skip":
+                    hint = "(stream.on_bad_record: skip would skip it)"
+                    raise BadRecord(f"{message} {hint}") from None
+                replaced.append((position, message))
+        raise BadRecord(f"{self.dataset.path}: no image of the {split} split decodes")
+
+    def _box(self, split, epoch, position):
+        row = self.dataset.index[split][position]
+        heights, widths = [row["height"]], [row["width"]]
+        if split == "test":
+            return eval_boxes(heights, widths, *self.size, self.stream["eval_crop"])[0], False
+        boxes, flips = train_boxes(
+            self.seed,
+            epoch,
+            [position],
+            heights,
+            widths,
+            self.stream["crop_scale"],
+            self.stream["crop_ratio"],
+            self.stream["flip"],
+        )
+        return boxes[0], bool(flips[0])
+
+
+class ReadAhead:
+    """Decoded samples asked for ahead (`request`) and collected when needed (`take`)."""
+
+    def __init__(self, decoder, workers):
+        self.decoder, self.workers = decoder, workers
+        self.pool = ThreadPoolExecutor(workers, "decode") if workers else None
+        self.pending = {}  # (split, epoch, position) -> future of the chunk holding it
+        self.moves = deque(maxlen=MOVES_REMEMBERED)
+        self.bounds = None
+
+    def margin(self, lo, hi):
+        """Record where this rank's piece of the global batch now starts and ends, and return
+        how far beyond those bounds to read ahead: the largest recent move of either one."""
+        if self.bounds is not None:
+            self.moves.append(max(abs(lo - self.bounds[0]), abs(hi - self.bounds[1])))
+        self.bounds = (lo, hi)
+        return max(self.moves, default=0)
+
+    def request(self, split, epoch, core, margins=(), slowdown=1.0):
+        """Queue the decoding of `core` (cut into one chunk per worker), then of `margins`."""
+        if self.pool is None:
+            return
+        groups = [c for c in np.array_split(np.asarray(core), self.workers) if len(c)]
+        groups += [np.asarray(m) for m in margins if len(m)]
+        for group in groups:
+            wanted = [p for p in group if (split, epoch, int(p)) not in self.pending]
+            if wanted:
+                future = self.pool.submit(self.decoder.chunk, split, epoch, wanted, slowdown)
+                for p in wanted:
+                    self.pending[(split, epoch, int(p))] = future
+
+    def take(self, split, epoch, positions, slowdown=1.0):
+        """(images, labels, replaced) of `positions` in their order, from what was queued and,
+        for the rest, decoded now; then everything else queued is dropped."""
+        positions = np.asarray(positions, dtype=np.int64)
+        futures = {}
+        for p in positions:
+            future = self.pending.pop((split, epoch, int(p)), None)
+            if future is not None:
+                futures.setdefault(id(future), future)
+        chunks = [f.result() for f in futures.values()]
+        have = {int(p) for chunk in chunks for p in chunk.positions}
+        missing = [int(p) for p in positions if int(p) not in have]
+        if missing:
+            chunks.append(self.decoder.chunk(split, epoch, missing, slowdown))
+        self.drop()
+        where = {}
+        for c, chunk in enumerate(chunks):
+            for row, p in enumerate(chunk.positions):
+                where[int(p)] = (c, row)
+        images = np.empty((len(positions), *chunks[0].images.shape[1:]), np.uint8)
+        labels = np.empty(len(positions), np.int32)
+        for i, p in enumerate(positions):
+            c, row = where[int(p)]
+            images[i], labels[i] = chunks[c].images[row], chunks[c].labels[row]
+        taken = {int(p) for p in positions}
+        replaced = [name for chunk in chunks for p, name in chunk.replaced if p in taken]
+        return images, labels, replaced
+
+    def drop(self):
+        """Forget what was queued and not taken; cancel what has not started."""
+        for future in {id(f): f for f in self.pending.values()}.values():
+            future.cancel()
+        self.pending.clear()
+
+    def close(self):
+        self.drop()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
