@@ -179,3 +179,27 @@ def make_run(root, name, compute, policy="static", labels=None, changes=(), shar
     }
     (run_dir / "metrics.json").write_text(json.dumps(values))
     return run_dir
+
+
+def write_image_recordio(path, count, seed=0, sizes=(16, 20, 24)):
+    """An indexed RecordIO pair (`path`, its .idx) of `count` JPEGs of scikit-learn's digits,
+    upscaled to sizes cycling through `sizes` (a dataset of mixed sizes), as im2rec writes one."""
+    import io
+
+    import mxnet as mx
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    order = np.random.default_rng(seed).permutation(len(digits.target))[:count]
+    writer = mx.recordio.MXIndexedRecordIO(str(path.with_suffix(".idx")), str(path), "w")
+    for key, i in enumerate(order):
+        size = sizes[key % len(sizes)]
+        pixels = (digits.images[i] * (255 / 16)).astype(np.uint8)
+        image = Image.fromarray(pixels).resize((size, size), Image.BILINEAR)
+        encoded = io.BytesIO()
+        image.save(encoded, format="JPEG", quality=92)
+        header = mx.recordio.IRHeader(0, float(digits.target[i]), key, 0)
+        writer.write_idx(key, mx.recordio.pack(header, encoded.getvalue()))
+    writer.close()
+    return path

@@ -15,7 +15,8 @@ from dynalloc.extras import missing_extra
 from dynalloc.launcher import launcher_rank
 
 COMMANDS = {
-    "stage": ("dynalloc.data.stage", "stage a dataset into the layout the ranks memory-map"),
+    "stage": ("dynalloc.data.stage", "stage a dataset: arrays to memory-map, or images indexed"),
+    "verify": ("dynalloc.data.verify", "decode every image of a staged dataset once"),
     "train": (
         "dynalloc.runtime.train",
         "train a model over MPI ranks with dynamic batch allocation",

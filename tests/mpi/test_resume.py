@@ -180,3 +180,21 @@ def test_rerun_of_a_finished_run_rewrites_it_and_a_changed_config_starts_afresh(
     assert fresh.returncode == 0, fresh.stderr
     assert "finished run of another config: starting afresh" in fresh.stderr
     assert_logged_once(out, 2)
+
+
+def test_a_streamed_run_resumes_on_the_same_pixels(streamed_digits, tmp_path):
+    """The augmentation of a streamed sample depends on (seed, epoch, index) only: a resumed run
+    decodes what the uninterrupted one decoded, and ends with the same parameters."""
+    config = write_config(
+        tmp_path,
+        "run",
+        dataset=str(streamed_digits),
+        stream={"input_size": 16, "decode_workers": 1},
+    )
+    whole = train(config, tmp_path / "whole", 2)
+    assert whole.returncode == 0, whole.stderr
+    kill_a_rank(config, tmp_path / "resumed", 2)
+    resumed = train(config, tmp_path / "resumed", 2)
+    assert resumed.returncode == 0 and "resuming from" in resumed.stderr, resumed.stderr
+    assert_logged_once(tmp_path / "resumed", 2)
+    assert worst_difference(tmp_path / "whole", tmp_path / "resumed") <= 1e-4

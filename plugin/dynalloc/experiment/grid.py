@@ -14,7 +14,8 @@ from dynalloc.experiment.model_spec import BUILTIN_MODELS, check_model
 
 AXES = ("dataset", "model", "policy", "scenario", "ranks", "seed")
 COMPARED_BY = tuple(axis for axis in AXES if axis != "policy")  # runs compared with each other
-STAGE_OPTIONS = ("path", "seed", "test_fraction", "samples", "shape", "classes")
+STAGE_OPTIONS = ("path", "val_path", "seed", "test_fraction", "samples", "shape", "classes")
+STAGE_FLAGS = ("in_memory",)  # true adds the option, without a value
 BASELINES = {"dist_sync": "baseline"}  # policy kind -> the dynalloc subcommand that trains it
 
 
@@ -205,14 +206,7 @@ def policy_config(name, spec):
 def scenario_config(name, spec, ranks):
     """Per-rank factors from the `{rank: factor}` form, checked against this run's ranks."""
     spec = dict(spec or {})
-    factors = [1.0] * ranks
-    for rank, factor in (spec.get("slowdown") or {}).items():
-        if not 0 <= int(rank) < ranks:
-            raise DynallocError(
-                f"scenarios.{name}.slowdown names rank {rank}, but a run of this "
-                f"grid has only {ranks} ranks (0..{ranks - 1})"
-            )
-        factors[int(rank)] = float(factor)
+    factors = _per_rank(name, "slowdown", spec.get("slowdown") or {}, ranks)
     changes = spec.get("changes") or []
     for i, change in enumerate(changes):
         if not 0 <= int(change.get("rank", -1)) < ranks:
@@ -221,7 +215,23 @@ def scenario_config(name, spec, ranks):
                 f"names no rank of a {ranks}-rank run"
             )
     jitter = {key: spec[key] for key in ("jitter", "jitter_draw") if key in spec}
-    return {"slowdown": factors, "changes": changes, **jitter}
+    reads = {}
+    if spec.get("read_slowdown"):
+        reads["read_slowdown"] = _per_rank(name, "read_slowdown", spec["read_slowdown"], ranks)
+    return {"slowdown": factors, "changes": changes, **jitter, **reads}
+
+
+def _per_rank(name, key, factors, ranks):
+    """[factor of rank 0, ...] from `{rank: factor}`, ranks not named at 1."""
+    listed = [1.0] * ranks
+    for rank, factor in factors.items():
+        if not 0 <= int(rank) < ranks:
+            raise DynallocError(
+                f"scenarios.{name}.{key} names rank {rank}, but a run of this "
+                f"grid has only {ranks} ranks (0..{ranks - 1})"
+            )
+        listed[int(rank)] = float(factor)
+    return listed
 
 
 def stage_arguments(spec):
@@ -232,4 +242,5 @@ def stage_arguments(spec):
             value = spec[option]
             value = ",".join(map(str, value)) if isinstance(value, list) else value
             arguments += [f"--{option.replace('_', '-')}", str(value)]
+    arguments += [f"--{flag.replace('_', '-')}" for flag in STAGE_FLAGS if spec.get(flag)]
     return arguments

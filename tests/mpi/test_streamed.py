@@ -1,0 +1,146 @@
+"""Training on a streamed dataset on real MPI ranks: each rank decodes its own JPEGs out of the
+RecordIO file, ahead of the compute. The pixels of a sample depend only on (seed, epoch, index),
+so any rank count, policy and decode pool trains the same model; slow reads count as slow
+compute does; a broken record stops the run by name or, if asked, is skipped and counted."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+from dynalloc.data.dataset import open_dataset
+from helpers import dynalloc, parameters, read_rows
+
+pytestmark = pytest.mark.mpi
+
+STREAM = {"input_size": 16, "decode_workers": 1}
+
+
+def write_config(tmp_path, name, dataset, **overrides):
+    config = {
+        "dataset": str(dataset),
+        "model": "lenet",
+        "global_batch": 60,
+        "iterations": 24,
+        "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9},
+        "policy": {"name": "adaptive"},
+        "seed": 5,
+        "stream": STREAM,
+    }
+    config.update(overrides)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def train(config, out, ranks):
+    result = dynalloc("train", "--config", config, "--out", out, ranks=ranks)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def worst_difference(a, b):
+    expected, got = parameters(a), parameters(b)
+    assert expected.keys() == got.keys()
+    return max(float(np.abs(expected[k] - got[k]).max()) for k in expected)
+
+
+def test_any_rank_count_policy_and_decode_pool_trains_the_same_model(streamed_digits, tmp_path):
+    """R = 1 decoding in the rank itself, R = 2 and R = 3 adaptive under a slowdown with 1 and 2
+    decode threads: the same augmented pixels for every sample, so the same parameters."""
+    one = write_config(
+        tmp_path,
+        "one",
+        streamed_digits,
+        policy={"name": "static"},
+        stream={**STREAM, "decode_workers": 0},
+    )
+    train(one, tmp_path / "one", 1)
+    for ranks, workers in ((2, 1), (3, 2)):
+        config = write_config(
+            tmp_path,
+            f"r{ranks}",
+            streamed_digits,
+            scenario={"slowdown": [1, 3, 2][:ranks]},
+            stream={**STREAM, "decode_workers": workers},
+        )
+        train(config, tmp_path / f"r{ranks}", ranks)
+        rows = read_rows(tmp_path / f"r{ranks}" / "iterations.csv")
+        assert {float(r["data_s"]) > 0 for r in rows} == {True}  # measured on every row
+        shares = {r["batch_size"] for r in rows if r["rank"] == "1"}
+        assert len(shares) > 1, "the adaptive run never moved a boundary"
+        worst = worst_difference(tmp_path / "one", tmp_path / f"r{ranks}")
+        print(f"R={ranks}, {workers} decode threads: max |difference| {worst:.2e}")
+        assert worst <= 1e-4
+
+
+def test_a_rank_whose_reads_are_slower_gets_a_smaller_share(streamed_digits, tmp_path):
+    config = write_config(
+        tmp_path,
+        "reads",
+        streamed_digits,
+        model="mlp",
+        iterations=40,
+        scenario={"read_slowdown": [1, 25]},
+    )
+    train(config, tmp_path / "reads", 2)
+    rows = read_rows(tmp_path / "reads" / "iterations.csv")
+    late = [r for r in rows if int(r["iteration"]) >= 30]
+    share = {
+        rank: np.mean([int(r["batch_size"]) for r in late if r["rank"] == rank]) for rank in "01"
+    }
+    data = {rank: np.mean([float(r["data_s"]) for r in late if r["rank"] == rank]) for rank in "01"}
+    print(f"late shares {share}, data_s {data}")
+    assert share["1"] < 0.4 * 60 and data["1"] > data["0"]
+
+
+def damaged_copy(staged, tmp_path):
+    """A copy of the staged dataset and its .rec in which record 7's JPEG is garbage (framing,
+    header and label intact); returns (staged copy, the record's name)."""
+    data = open_dataset(staged)
+    source = data.manifest["files"][0]
+    rec = tmp_path / "damaged.rec"
+    shutil.copy(source["path"], rec)
+    shutil.copy(source["index"], rec.with_suffix(".idx"))
+    split, position = next(
+        (s, int(np.flatnonzero(data.index[s]["key"] == 7)[0]))
+        for s in ("train", "test")
+        if (data.index[s]["key"] == 7).any()
+    )
+    row = data.index[split][position]
+    with open(rec, "r+b") as handle:
+        handle.seek(int(row["offset"]) + 8 + 24 + 2)  # past the framing, IRHeader, JPEG's SOI
+        handle.write(b"\x00" * 40)
+    copy = tmp_path / "staged"
+    shutil.copytree(staged, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["files"][0].update(path=str(rec), index=str(rec.with_suffix(".idx")))
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    return copy, f"{rec}: record 7"
+
+
+def test_a_bad_record_stops_the_run_with_its_name(streamed_digits, tmp_path):
+    damaged, name = damaged_copy(streamed_digits, tmp_path)
+    config = write_config(tmp_path, "stop", damaged, iterations=30)
+    result = dynalloc("train", "--config", config, "--out", tmp_path / "stop", ranks=2)
+    assert result.returncode != 0
+    assert name in result.stderr and "on_bad_record: skip" in result.stderr, result.stderr
+    assert not (tmp_path / "stop" / "metrics.json").exists()
+
+
+def test_a_bad_record_is_skipped_counted_and_named_when_asked(streamed_digits, tmp_path):
+    damaged, name = damaged_copy(streamed_digits, tmp_path)
+    config = write_config(
+        tmp_path, "skip", damaged, iterations=30, stream={**STREAM, "on_bad_record": "skip"}
+    )
+    train(config, tmp_path / "skip", 2)
+    metrics = json.loads((tmp_path / "skip" / "metrics.json").read_text())
+    assert metrics["skipped_records"] >= 1
+    assert f"skipped a bad record: {name}" in (tmp_path / "skip" / "train.log").read_text()
+    rows = read_rows(tmp_path / "skip" / "iterations.csv")
+    sizes = {}
+    for r in rows:
+        sizes[r["iteration"]] = sizes.get(r["iteration"], 0) + int(r["batch_size"])
+    last = open_dataset(damaged).train_size % 60
+    assert set(sizes.values()) <= {60, last}  # the shares still sum to the global batch
