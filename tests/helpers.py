@@ -43,7 +43,8 @@ def snakemake(*args, results=None, configfile=TINY, override=None, timeout=600):
 
 
 def snakemake_command(*args, results=None, configfile=TINY, override=None):
-    command = [str(SNAKEMAKE), "--cores", "2"]
+    # Targets before --configfile and --config, which would take them as more of their values.
+    command = [str(SNAKEMAKE), "--cores", "2", *map(str, args)]
     if configfile is not None:
         command += ["--configfile", str(configfile)]
         if override is not None:
@@ -52,7 +53,7 @@ def snakemake_command(*args, results=None, configfile=TINY, override=None):
             command.append(str(extra))
     if results is not None:
         command += ["--config", f"results={results}"]  # a top-level --config override
-    return [*command, *map(str, args)]
+    return command
 
 
 def parameters(run_dir):
