@@ -63,15 +63,19 @@ def plot_shares(run_dirs, path):
 
 
 def plot_timing(run_dirs, path):
-    """Per run, each rank's compute time (solid) and wait for the slowest (dashed), a shade of
-    the run's policy colour per rank."""
+    """Per run, each rank's compute time (solid), wait for the slowest (dashed) and, where it
+    waited for its samples (a streamed dataset), that wait (dotted), a shade of the run's policy
+    colour per rank."""
 
     def draw(ax, run, colour):
         ranks = run.iterations.groupby("rank")
+        reads = run.iterations["data_s"].max() > 0.05 * run.iterations["compute_s"].median()
         for (rank, rows), shade in zip(ranks, rank_shades(colour, ranks.ngroups), strict=True):
             x = rows["iteration"]
             ax.plot(x, rows["compute_s"], color=shade, label=f"rank {rank} compute")
             ax.plot(x, rows["wait_s"], "--", color=shade, label=f"rank {rank} wait")
+            if reads:
+                ax.plot(x, rows["data_s"], ":", color=shade, label=f"rank {rank} data")
 
     _panels(_runs(run_dirs), path, "Compute and wait time per rank", "time (s)", draw)
 
