@@ -93,9 +93,9 @@ def test_iterations_have_train_columns_and_equal_shares(runs):
         mine = [r for r in rows if int(r["iteration"]) == iteration]
         assert [int(r["rank"]) for r in mine] == [0, 1]
         assert len({int(r["batch_size"]) for r in mine}) == 1
-        computes = [float(r["compute_s"]) for r in mine]
-        for r in mine:
-            assert float(r["wait_s"]) == pytest.approx(max(computes) - float(r["compute_s"]))
+        busy = [float(r["compute_s"]) + float(r["data_s"]) for r in mine]  # as train counts it
+        for r, own in zip(mine, busy, strict=True):
+            assert float(r["wait_s"]) == pytest.approx(max(busy) - own)
             assert float(r["sync_s"]) > 0 and float(r["iteration_s"]) >= float(r["compute_s"])
             assert r["policy"] == "dist_sync"
         assert [float(r["slowdown"]) for r in mine] == [1.0, 2.0]

@@ -96,8 +96,8 @@ def test_a_rank_whose_reads_are_slower_gets_a_smaller_share(streamed_digits, tmp
 
 
 def damaged_copy(staged, tmp_path):
-    """A copy of the staged dataset and its .rec in which record 7's JPEG is garbage (framing,
-    header and label intact); returns (staged copy, the record's name)."""
+    """A copy of the staged dataset and its .rec in which record 7's JPEG begins with zeros
+    (framing, header and label intact); returns (staged copy, the record's name)."""
     data = open_dataset(staged)
     source = data.manifest["files"][0]
     rec = tmp_path / "damaged.rec"
@@ -110,8 +110,8 @@ def damaged_copy(staged, tmp_path):
     )
     row = data.index[split][position]
     with open(rec, "r+b") as handle:
-        handle.seek(int(row["offset"]) + 8 + 24 + 2)  # past the framing, IRHeader, JPEG's SOI
-        handle.write(b"\x00" * 40)
+        handle.seek(int(row["offset"]) + 8 + 24)  # past the framing and the IRHeader
+        handle.write(b"\x00" * 40)  # no JPEG starts here any more
     copy = tmp_path / "staged"
     shutil.copytree(staged, copy)
     manifest = json.loads((copy / "manifest.json").read_text())

@@ -104,15 +104,17 @@ def test_run_directory_holds_every_file_of_the_contract(digits, tmp_path):
         "loss",
         "slowdown",
         "policy",
+        "data_s",
     ]
     n = train_size(digits)
     batches = -(-n // BATCH)  # the last batch smaller
     assert len(rows) == 2 * 2 * batches
     for iteration in range(2 * batches):
         mine = [r for r in rows if int(r["iteration"]) == iteration]
-        computes = [float(r["compute_s"]) for r in mine]
-        for r in mine:
-            assert float(r["wait_s"]) == pytest.approx(max(computes) - float(r["compute_s"]))
+        busy = [float(r["compute_s"]) + float(r["data_s"]) for r in mine]
+        for r, own in zip(mine, busy, strict=True):
+            assert float(r["wait_s"]) == pytest.approx(max(busy) - own)
+            assert 0 < float(r["data_s"]) < float(r["iteration_s"])
         assert [float(r["slowdown"]) for r in mine] == [1.0, 2.0]
     epochs = read_rows(run / "epochs.csv")
     assert [int(e["epoch"]) for e in epochs] == [0, 1]

@@ -26,7 +26,7 @@ ALLOWED = {
     "base": {"numpy", "yaml"},
     "core": {"numpy"},
     "experiment": {"numpy", "yaml"},
-    "data": {"numpy", "mxnet", "sklearn"},
+    "data": {"numpy", "mxnet", "sklearn", "cv2"},
     "runtime": {"numpy", "yaml", "mxnet", "mpi4py"},
     "analysis": {"numpy", "yaml", "pandas", "matplotlib"},
     "cli": set(),

@@ -157,6 +157,13 @@ def test_wait_fractions_ignore_sync_and_iteration_times():
     assert wait_fractions(rows, 1) == [0.25]
 
 
+def test_wait_fractions_count_the_wait_for_data_as_busy_time():
+    # data_s, the last field, adds to the busy time; rows of older runs lack it.
+    with_data = (0, 0, 0, 8, 2.0, 0.0, 1.0, 5.0, 0.1, 1.0, "x", 1.0)
+    assert wait_fractions([with_data], 1) == [0.25]
+    assert wait_fractions([with_data[:-1]], 1) == [1.0 / 3.0]
+
+
 def test_wait_fractions_rank_without_rows_or_time_is_zero():
     rows = [row(0, 0, 1.0, 1.0), row(0, 1, 0.0, 0.0)]
     assert wait_fractions(rows, 3) == [0.5, 0.0, 0.0]

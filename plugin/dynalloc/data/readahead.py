@@ -51,14 +51,17 @@ class Decoder:
         positions = np.asarray(positions, dtype=np.int64)
         images = np.empty((len(positions), *self.size, self.dataset.channels), np.uint8)
         labels = np.empty(len(positions), np.int32)
+        boxes, flips = self._boxes(split, epoch, positions)  # for the chunk at once
         replaced = []
         for i, position in enumerate(positions):
-            labels[i] = self._decode(split, epoch, int(position), images[i], replaced)
+            labels[i] = self._decode(
+                split, epoch, int(position), (boxes[i], flips[i]), images[i], replaced
+            )
         if slowdown > 1:
             time.sleep((slowdown - 1) * (time.perf_counter() - began))
         return Chunk(positions, images, labels, replaced)
 
-    def _decode(self, split, epoch, position, out, replaced):
+    def _decode(self, split, epoch, position, crop, out, replaced):
         """Decode one sample into `out`; a bad one stops the run, or under `on_bad_record:
         skip` is replaced by the next good sample of the split (the same one on every run)."""
         n = len(self.dataset.index[split])
@@ -66,8 +69,9 @@ class Decoder:
             candidate = (position + step) % n
             try:
                 label, payload = self.dataset.read(split, candidate)
-                box, flip = self._box(split, epoch, candidate)
-                decode_into(out, payload, self.dataset.channels, box, flip)
+                if step:
+                    crop = tuple(part[0] for part in self._boxes(split, epoch, [candidate]))
+                decode_into(out, payload, self.dataset.channels, crop[0], bool(crop[1]))
                 return label
             except (BadRecord, BadImage) as error:
                 message = str(error)
@@ -79,22 +83,22 @@ class Decoder:
                 replaced.append((position, message))
         raise BadRecord(f"{self.dataset.path}: no image of the {split} split decodes")
 
-    def _box(self, split, epoch, position):
-        row = self.dataset.index[split][position]
-        heights, widths = [row["height"]], [row["width"]]
+    def _boxes(self, split, epoch, positions):
+        rows = self.dataset.index[split][positions]
+        heights, widths = rows["height"], rows["width"]
         if split == "test":
-            return eval_boxes(heights, widths, *self.size, self.stream["eval_crop"])[0], False
-        boxes, flips = train_boxes(
+            boxes = eval_boxes(heights, widths, *self.size, self.stream["eval_crop"])
+            return boxes, np.zeros(len(boxes), bool)
+        return train_boxes(
             self.seed,
             epoch,
-            [position],
+            positions,
             heights,
             widths,
             self.stream["crop_scale"],
             self.stream["crop_ratio"],
             self.stream["flip"],
         )
-        return boxes[0], bool(flips[0])
 
 
 class ReadAhead:
