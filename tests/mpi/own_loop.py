@@ -6,7 +6,7 @@ averaged before backward()."""
 import sys
 
 from dynalloc.runtime import loop
-from dynalloc.runtime.prepare import build, train_batch
+from dynalloc.runtime.prepare import build
 from dynalloc.runtime.recorder import Recorder
 from mxnet import autograd, gluon
 
@@ -17,7 +17,7 @@ with Recorder.from_environment() as run:
     else:
         run.start(net, trainer)
         step = next(iter(run.steps(0)))
-        x, y = train_batch(run.data, step.indices)
+        x, y = run.batch(step)
         with autograd.record():
             loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y).mean()
         loss.backward()

@@ -293,13 +293,14 @@ def evaluated_loss(run, spec, data_dir, python_path=()):
     the run's final test loss only if every rank finished with rank 0's parameters."""
     import mxnet as mx
     from dynalloc.data.staged import load_staged
+    from dynalloc.runtime.feed import ArrayFeed
     from dynalloc.runtime.models import build_model
     from dynalloc.runtime.prepare import eval_sums
 
     data = load_staged(data_dir)
     net = build_model(spec, data.classes, tuple(data.input_shape), 3, python_path)
     net.load_parameters(str(run / "model.params"))
-    loss_sum, _ = eval_sums(net, mx.gluon.loss.SoftmaxCrossEntropyLoss(), data, 0, 1)
+    loss_sum, _ = eval_sums(net, mx.gluon.loss.SoftmaxCrossEntropyLoss(), ArrayFeed(data), 0, 1)
     return loss_sum / len(data.test_y)
 
 

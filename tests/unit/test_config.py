@@ -442,3 +442,51 @@ def test_load_config_not_utf8(tmp_path):
     path = write(tmp_path, b"dataset: \xff\xfe\n")
     with pytest.raises(DynallocError, match=re.escape(str(path))):
         load_config(path)
+
+
+# ---- stream (how the ranks read a streamed dataset) and the reads in the scenario ------------
+
+
+def test_stream_defaults_are_filled_and_given_values_normalised():
+    assert resolve(base(), 2)["stream"] == DEFAULTS["stream"]
+    stream = resolve(base(stream={"input_size": 24, "mean": 100, "on_bad_record": "skip"}), 2)
+    assert stream["stream"]["input_size"] == [24, 24]
+    assert stream["stream"]["mean"] == [100.0] and stream["stream"]["on_bad_record"] == "skip"
+    assert stream["stream"]["crop_scale"] == DEFAULTS["stream"]["crop_scale"]
+
+
+@pytest.mark.parametrize(
+    ("stream", "fragment"),
+    [
+        ({"input_size": 0}, "stream.input_size"),
+        ({"crop_scale": [0.5, 2]}, "stream.crop_scale"),
+        ({"crop_ratio": [2, 1]}, "stream.crop_ratio"),
+        ({"flip": "yes"}, "stream.flip"),
+        ({"eval_crop": 0}, "stream.eval_crop"),
+        ({"mean": "x"}, "stream.mean"),
+        ({"std": [1, 0]}, "stream.std"),
+        ({"decode_workers": -1}, "stream.decode_workers"),
+        ({"on_bad_record": "ignore"}, "stream.on_bad_record"),
+        ({"inputsize": 3}, "stream.inputsize"),
+        ([1, 2], "'stream'"),
+    ],
+)
+def test_bad_stream_values_name_the_key(stream, fragment):
+    fails(base(stream=stream), fragment)
+
+
+def test_a_resolved_config_with_a_stream_section_resolves_again():
+    config = resolve(base(stream={"input_size": [8, 12], "std": 50}), 2)
+    assert resolve(config, 2)["stream"] == config["stream"]
+
+
+def test_read_slowdown_and_read_changes_pass_through_and_are_checked():
+    scenario = {
+        "read_slowdown": [1, 3],
+        "changes": [{"rank": 0, "mode": "read", "factor": 2, "start": 0, "end": None}],
+    }
+    assert resolve(base(scenario=scenario), 2)["scenario"] == scenario
+    fails(base(scenario={"read_slowdown": [1, 0.5]}), "scenario.read_slowdown")
+    fails(base(scenario={"read_slowdown": [1, 2, 3]}), "scenario.read_slowdown", "2 ranks")
+    changes = [{"rank": 1, "mode": "read", "factor": 0.9, "start": 0}]
+    fails(base(scenario={"changes": changes}), "scenario.changes[0].factor")

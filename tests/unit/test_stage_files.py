@@ -1,5 +1,6 @@
-"""`dynalloc stage` sources that read files (idx, cifar10, recordio, npz), from small files made
-here: each stages and round-trips, and each damaged input gives one line naming the file."""
+"""`dynalloc stage` sources that read files (idx, cifar10, recordio --in-memory, npz), from small
+files made here: each stages and round-trips, and each damaged input gives one line naming the
+file."""
 
 import gzip
 import struct
@@ -17,6 +18,10 @@ IDX_STEMS = {
     "test_labels": "t10k-labels-idx1-ubyte",
 }
 CIFAR_FILES = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
+
+
+# The recordio source decoded into arrays (the streamed default is tested in test_stage_stream.py)
+IN_MEMORY = ("--source", "recordio", "--in-memory")
 
 
 def run_stage(out, *args):
@@ -266,7 +271,7 @@ def test_recordio_stages_a_stratified_split_of_the_images(tmp_path, capsys, shap
     rng = np.random.default_rng(7)
     images, labels = random_images(rng, 30, shape), np.arange(30) % 3
     rec = make_recordio(tmp_path / "set.rec", images, labels)
-    assert run_stage(tmp_path / "out", "--source", "recordio", "--path", str(rec)) == 0
+    assert run_stage(tmp_path / "out", *IN_MEMORY, "--path", str(rec)) == 0
     assert "24 train + 6 test images" in capsys.readouterr().out
     data, train_x, test_x = raw_images(tmp_path / "out")
     assert data.input_shape == staged_shape and data.classes == 3
@@ -286,7 +291,7 @@ def test_recordio_split_follows_seed_and_test_fraction(tmp_path):
     rng = np.random.default_rng(8)
     rec = make_recordio(tmp_path / "set.rec", random_images(rng, 40, (4, 4)), np.arange(40) % 4)
     for name, seed in (("a", "1"), ("b", "1"), ("c", "2")):
-        args = ["--source", "recordio", "--path", str(rec), "--seed", seed, "--test-fraction", ".5"]
+        args = [*IN_MEMORY, "--path", str(rec), "--seed", seed, "--test-fraction", ".5"]
         assert run_stage(tmp_path / name, *args) == 0
     a, b, c = (load_staged(tmp_path / name) for name in "abc")
     assert len(a.test_y) == 20
@@ -308,7 +313,7 @@ def test_recordio_reads_jpeg_as_gray_or_colour(tmp_path):
         ("rgb", np.stack([np.stack([smooth] * 3, axis=2) + 5 * i for i in range(4)]), 3),
     ):
         rec = make_recordio(tmp_path / f"{name}.rec", images, [0, 1, 0, 1], encode=jpeg)
-        assert run_stage(tmp_path / name, "--source", "recordio", "--path", str(rec)) == 0
+        assert run_stage(tmp_path / name, *IN_MEMORY, "--path", str(rec)) == 0
         data = load_staged(tmp_path / name)
         assert data.input_shape == (channels, 16, 16), name
 
@@ -386,7 +391,7 @@ def test_bad_recordio_files_are_named(tmp_path, capfd, case):
     rec = make_recordio(tmp_path / "set.rec", random_images(rng, 6, (4, 4)), np.arange(6) % 2)
     capfd.readouterr()
     damage(rec)
-    assert run_stage(tmp_path / "out", "--source", "recordio", "--path", str(rec)) == 2
+    assert run_stage(tmp_path / "out", *IN_MEMORY, "--path", str(rec)) == 2
     assert_one_line_naming(capfd, tmp_path, rec.with_suffix(suffix), text)
 
 
@@ -402,7 +407,7 @@ def test_truncated_jpeg_is_named(tmp_path, capfd):
 
     images = random_images(np.random.default_rng(15), 4, (16, 16, 3))
     rec = make_recordio(tmp_path / "set.rec", images, [0, 1, 0, 1], encode=half_a_jpeg)
-    assert run_stage(tmp_path / "out", "--source", "recordio", "--path", str(rec)) == 2
+    assert run_stage(tmp_path / "out", *IN_MEMORY, "--path", str(rec)) == 2
     assert_one_line_naming(capfd, tmp_path, rec, "record 0", "truncated")
 
 
@@ -410,7 +415,7 @@ def test_recordio_images_of_different_sizes_are_named(tmp_path, capfd):
     rng = np.random.default_rng(12)
     images = [*random_images(rng, 3, (4, 4)), *random_images(rng, 3, (5, 4))]
     rec = make_recordio(tmp_path / "set.rec", images, [0, 1, 0, 1, 0, 1])
-    assert run_stage(tmp_path / "out", "--source", "recordio", "--path", str(rec)) == 2
+    assert run_stage(tmp_path / "out", *IN_MEMORY, "--path", str(rec)) == 2
     assert_one_line_naming(capfd, tmp_path, rec, "record 3 is 5x4", "record 0 is 4x4")
 
 

@@ -42,7 +42,9 @@ def catalogue_recordio(rec_path, file_number):
             )
             label, image = unpack(head, str(rec_path), key)
             where = (handle, int(offsets[i]), length, rec_path, key)
-            info = _info(image, lambda where=where: _whole(*where))
+            # `image` is `head` less the record's header: `head` tells whether the read was cut.
+            cut = len(head) >= HEAD_BYTES
+            info = _info(image, cut, lambda where=where: _whole(*where))
             if info is None:
                 raise BadRecord(f"{rec_path}: record {key} is not a JPEG or PNG image")
             rows[i]["length"], rows[i]["label"] = length, label
@@ -94,7 +96,8 @@ def catalogue_images(root, class_names=None):
         try:
             with open(path, "rb") as handle:
                 head = handle.read(HEAD_BYTES)
-                info = _info(head, lambda h=handle: h.seek(0) or h.read())
+                cut = len(head) >= HEAD_BYTES
+                info = _info(head, cut, lambda h=handle: h.seek(0) or h.read())
                 size = os.fstat(handle.fileno()).st_size
         except OSError as error:
             raise DynallocError(f"{path}: cannot read ({error.strerror or error})") from None
@@ -120,10 +123,11 @@ def _images_under(folder):
             yield path
 
 
-def _info(head, whole):
-    """image_info of the first bytes, or of all of them when the frame header lies further."""
+def _info(head, cut, whole):
+    """image_info of the first bytes, or of all of them (`whole()`) when those were `cut` short
+    of the image's end and the frame header lies further."""
     info = image_info(head)
-    return info if info is not None or len(head) < HEAD_BYTES else image_info(whole())
+    return info if info is not None or not cut else image_info(whole())
 
 
 def _whole(handle, offset, length, rec_path, key):

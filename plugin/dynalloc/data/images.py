@@ -53,6 +53,9 @@ def image_info(head):
 def decode_pixels(payload, channels):
     """(H, W, channels) uint8 pixels (RGB order) of an encoded JPEG or PNG at its own size; an
     image that does not decode, or is cut short, raises BadImage."""
+    problem = _not_whole(payload)
+    if problem:
+        raise BadImage(f"cannot decode the image ({problem})")
     cv2 = _opencv()
     flags = cv2.IMREAD_GRAYSCALE if channels == 1 else cv2.IMREAD_COLOR
     # The pixels as stored, as the header staging read describes them: no EXIF rotation.
@@ -64,6 +67,23 @@ def decode_pixels(payload, channels):
     return image.reshape(*image.shape[:2], channels)
 
 
+def _not_whole(payload):
+    """Why `payload` is not a whole JPEG or PNG as far as its bytes tell, or None.
+
+    OpenCV fails on a PNG cut short, but returns a JPEG cut short with grey below the cut (as
+    `mx.image.imdecode`, the same library, does): a JPEG's last scan must be followed by its
+    end-of-image marker. Entropy-coded bytes cannot hold 0xFFD9, so an EOI seen only before the
+    last start-of-scan (an EXIF thumbnail's) does not count.
+    """
+    if payload[:8] == PNG_SIGNATURE:
+        return None
+    if payload[:2] != JPEG_START:
+        return "neither a JPEG nor a PNG"
+    if payload.rfind(b"\xff\xd9") < payload.rfind(b"\xff\xda"):
+        return "a JPEG without its end-of-image marker: truncated"
+    return None
+
+
 def decode_into(out, payload, channels, box, flip):
     """Decode `payload`, cut `box` (left, top, right, bottom, in its pixels), resize that to
     out's (H, W) (area-averaged when shrinking, bilinear when enlarging), mirror it if `flip`,
@@ -71,6 +91,8 @@ def decode_into(out, payload, channels, box, flip):
     cv2 = _opencv()
     image = decode_pixels(payload, channels)
     left, top, right, bottom = (round(float(v)) for v in box)
+    # A box under a pixel wide (the centre of an image one pixel high, say): that one pixel.
+    right, bottom = max(right, left + 1), max(bottom, top + 1)
     crop = image[top:bottom, left:right]
     if crop.shape[0] != bottom - top or crop.shape[1] != right - left or crop.size == 0:
         raise BadImage(

@@ -1,6 +1,8 @@
 """A progress line for long passes (staging's index pass, `dynalloc verify`): count, share done
 and items per second on stderr, redrawn in place on a terminal and a line every ten seconds in a
-log file, so that a pipeline's log shows the pass moving without a line per record."""
+log file, so that a pipeline's log shows the pass moving without a line per record. A pass
+shorter than that interval prints nothing: a small dataset's staging, or its bad input, stays
+one line."""
 
 import sys
 import time
@@ -23,8 +25,11 @@ class Progress:
             self._show(now, end="\r" if self.tty else "\n")
 
     def close(self):
-        """The final line: how many, in how long, at what rate."""
-        self._show(time.perf_counter(), end="\n")
+        """The final line, for a pass that lasted a redraw interval or more: how many, in how
+        long, at what rate."""
+        now = time.perf_counter()
+        if now - self.began >= self.every:
+            self._show(now, end="\n")
 
     def _show(self, now, end):
         elapsed = max(now - self.began, 1e-9)

@@ -36,6 +36,7 @@ class Chunk(NamedTuple):
     images: np.ndarray  # (n, H, W, C) uint8
     labels: np.ndarray  # int32
     replaced: list  # (position, bad record's name) where another image stood in for it
+    failed: dict  # position -> why it is bad (`on_bad_record: stop`), raised if it is taken
 
 
 class Decoder:
@@ -52,14 +53,17 @@ class Decoder:
         images = np.empty((len(positions), *self.size, self.dataset.channels), np.uint8)
         labels = np.empty(len(positions), np.int32)
         boxes, flips = self._boxes(split, epoch, positions)  # for the chunk at once
-        replaced = []
+        replaced, failed = [], {}
         for i, position in enumerate(positions):
-            labels[i] = self._decode(
-                split, epoch, int(position), (boxes[i], flips[i]), images[i], replaced
-            )
+            try:
+                labels[i] = self._decode(
+                    split, epoch, int(position), (boxes[i], flips[i]), images[i], replaced
+                )
+            except BadRecord as error:  # a read-ahead may hold samples no one takes from here
+                failed[int(position)] = str(error)
         if slowdown > 1:
             time.sleep((slowdown - 1) * (time.perf_counter() - began))
-        return Chunk(positions, images, labels, replaced)
+        return Chunk(positions, images, labels, replaced, failed)
 
     def _decode(self, split, epoch, position, crop, out, replaced):
         """Decode one sample into `out`; a bad one stops the run, or under `on_bad_record:
@@ -136,6 +140,9 @@ class ReadAhead:
         """(images, labels, replaced) of `positions` in their order, from what was queued and,
         for the rest, decoded now; then everything else queued is dropped."""
         positions = np.asarray(positions, dtype=np.int64)
+        if not len(positions):
+            empty = np.empty((0, *self.decoder.size, self.decoder.dataset.channels), np.uint8)
+            return empty, np.empty(0, np.int32), []
         futures = {}
         for p in positions:
             future = self.pending.pop((split, epoch, int(p)), None)
@@ -157,6 +164,10 @@ class ReadAhead:
             c, row = where[int(p)]
             images[i], labels[i] = chunks[c].images[row], chunks[c].labels[row]
         taken = {int(p) for p in positions}
+        for chunk in chunks:
+            bad = sorted(taken & chunk.failed.keys())
+            if bad:
+                raise BadRecord(chunk.failed[bad[0]])
         replaced = [name for chunk in chunks for p, name in chunk.replaced if p in taken]
         return images, labels, replaced
 

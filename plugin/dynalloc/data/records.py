@@ -25,6 +25,7 @@ MAGIC = 0xCED7230A
 PART = struct.Struct("<II")
 IR_HEADER = struct.Struct("<IfQQ")
 LENGTH_MASK = (1 << 29) - 1
+LABEL_LIMIT = 2**31  # labels are int32 in the staged index
 
 
 class BadRecord(DynallocError):
@@ -96,7 +97,8 @@ def record_span(handle, size, offset, name, key, head=4096):
 
 
 def read_record(fd, offset, length, name, key):
-    """The joined bytes of the record at `offset` spanning `length` bytes on disk."""
+    """The joined bytes of the record at `offset` spanning `length` bytes on disk; BadRecord if
+    its framing no longer spans exactly those bytes (the file changed since they were measured)."""
     data = os.pread(fd, length, offset)
     if len(data) < length:
         raise BadRecord(
@@ -110,9 +112,22 @@ def read_record(fd, offset, length, name, key):
                 f"{name}: record {key}: no RecordIO record starts at byte {offset + position}"
             )
         flag, size = word >> 29, word & LENGTH_MASK
-        pieces.append(data[position + PART.size : position + PART.size + size])
-        position += PART.size + ((size + 3) & ~3)
-        if flag in (0, 3) or position >= length:
+        end = position + PART.size + size
+        last = flag in (0, 3)
+        padded = position + PART.size + ((size + 3) & ~3)
+        # The last part ends the bytes measured at staging (its padding may lie past the end).
+        if (
+            flag not in ((0, 1) if not pieces else (2, 3))
+            or end > length
+            or (last and not 0 <= padded - length < 4)
+        ):
+            raise BadRecord(
+                f"{name}: record {key}: broken framing at byte {offset + position} (the file "
+                "changed since staging?)"
+            )
+        pieces.append(data[position + PART.size : end])
+        position = padded
+        if last:
             return struct.pack("<I", MAGIC).join(pieces)
 
 
@@ -132,6 +147,6 @@ def unpack(record, name, key):
             raise BadRecord(f"{name}: record {key}: its label is cut off")
         (label,) = struct.unpack_from("<f", record, start)
         start += 4
-    if not (np.isfinite(label) and label >= 0 and float(label).is_integer()):
+    if not (np.isfinite(label) and 0 <= label < LABEL_LIMIT and float(label).is_integer()):
         raise BadRecord(f"{name}: record {key} has label {label:g}, not a class index")
     return int(label), record[start:]

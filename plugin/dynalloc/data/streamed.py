@@ -46,7 +46,16 @@ INDEX_DTYPE = np.dtype(
         ("channels", "u1"),  # 1 for a grayscale image, else 3
     ]
 )
-MANIFEST_KEYS = ("format_version", "storage", "source", "classes", "channels", "files", "splits")
+MANIFEST_KEYS = (
+    "format_version",
+    "storage",
+    "source",
+    "classes",
+    "channels",
+    "files",
+    "splits",
+    "sha256",
+)
 
 
 def is_streamed(manifest):
@@ -180,6 +189,14 @@ def load_streamed(path, manifest):
             f"{path / MANIFEST_NAME}: format_version {manifest['format_version']!r} is not "
             f"{FORMAT_VERSION}"
         )
+    for split in SPLITS:  # every index file is vouched for, not only those the manifest names
+        entry = manifest["splits"].get(split) if isinstance(manifest["splits"], dict) else None
+        if not isinstance(entry, dict) or "n" not in entry:
+            raise DynallocError(f"{path / MANIFEST_NAME}: splits.{split}.n missing")
+        names = [f"{split}_index.npy", *entry.get("files", [])]
+        unvouched = [name for name in names if name not in manifest["sha256"]]
+        if unvouched:
+            raise DynallocError(f"{path / MANIFEST_NAME}: lists no sha256 of {unvouched[0]}")
     for name, digest in manifest["sha256"].items():
         if not (path / name).is_file():
             raise DynallocError(f"{path / name}: index file missing (listed in {MANIFEST_NAME})")

@@ -104,4 +104,3 @@ def _check(task):
         except BadImage as error:
             bad.append(f"{_dataset.name(split, i)}: {error}")
     return bad, stop - start
-

@@ -1,0 +1,102 @@
+"""`dynalloc.experiment.stream_config.check_stream`: the run config's `stream` section, its
+defaults and normal forms, and one DynallocError naming `stream.KEY` for every bad value."""
+
+import copy
+import math
+
+import pytest
+from dynalloc.errors import DynallocError
+from dynalloc.experiment.stream_config import STREAM_DEFAULTS, check_stream
+
+
+def test_an_empty_section_is_the_defaults():
+    before = copy.deepcopy(STREAM_DEFAULTS)
+    stream = check_stream({})
+    assert stream == STREAM_DEFAULTS
+    stream["crop_scale"][0] = 0.5
+    assert before == STREAM_DEFAULTS  # a copy, not the defaults themselves
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        ({"input_size": 32}, {"input_size": [32, 32]}),
+        ({"input_size": [24, 32]}, {"input_size": [24, 32]}),
+        ({"input_size": None}, {"input_size": None}),
+        ({"crop_scale": [1, 1]}, {"crop_scale": [1.0, 1.0]}),
+        ({"crop_scale": (0.5, 0.75)}, {"crop_scale": [0.5, 0.75]}),
+        ({"crop_ratio": [1, 2]}, {"crop_ratio": [1.0, 2.0]}),
+        ({"flip": False}, {"flip": False}),
+        ({"eval_crop": 1}, {"eval_crop": 1}),
+        ({"mean": 120}, {"mean": [120.0]}),
+        ({"mean": [1, 2.5, -3]}, {"mean": [1.0, 2.5, -3.0]}),
+        ({"std": [60, 61, 62]}, {"std": [60.0, 61.0, 62.0]}),
+        ({"decode_workers": 0}, {"decode_workers": 0}),
+        ({"decode_workers": 3}, {"decode_workers": 3}),
+        ({"on_bad_record": "skip"}, {"on_bad_record": "skip"}),
+    ],
+    ids=lambda v: str(v),
+)
+def test_good_values_are_kept_in_their_normal_form(section, expected):
+    stream = check_stream(section)
+    for key, value in expected.items():
+        assert stream[key] == value and type(stream[key]) is type(value), key
+    for key in set(STREAM_DEFAULTS) - set(expected):
+        assert stream[key] == STREAM_DEFAULTS[key], key
+
+
+NAN, INF = float("nan"), math.inf
+BAD = {
+    "input_size": [0, -1, 2.5, "32", True, [32], [32, 32, 3], [32, 0], [32.0, 32], {"h": 3}, NAN],
+    "crop_scale": [
+        0.5,
+        [0.5],
+        [0, 1],
+        [0.5, 1.5],
+        [0.8, 0.5],
+        [-0.1, 0.5],
+        ["0.1", 1],
+        [True, 1],
+        [0.1, NAN],
+        None,
+        "0.08,1",
+    ],
+    "crop_ratio": [[0, 1], [2, 1], [1, INF], [-1, 1], [1], 1.0, [1, "2"], None, [NAN, 1]],
+    "flip": ["yes", 1, 0, None, "true"],
+    "eval_crop": [0, -0.5, 1.5, "0.875", True, None, NAN, [0.875]],
+    "mean": [[], "120", [1, "2"], True, [True], NAN, [1, INF], {"r": 1}],
+    "std": [0, -1, [], [1, 0], [1, -2, 3], "60", True, NAN, [INF]],
+    "decode_workers": [-1, 1.5, "2", True, [2], 2.0],
+    "on_bad_record": ["ignore", "Stop", None, True, ["skip"], ""],
+}
+CASES = [(key, value) for key, values in BAD.items() for value in values]
+
+
+@pytest.mark.parametrize(("key", "value"), CASES, ids=[f"{k}={v!r}" for k, v in CASES])
+def test_every_bad_value_names_its_key(key, value):
+    with pytest.raises(DynallocError) as caught:
+        check_stream({key: value})
+    message = str(caught.value)
+    assert f"'stream.{key}'" in message, message
+    assert message.count("\n") == 0
+
+
+def test_every_key_has_bad_values_here():
+    assert set(BAD) == set(STREAM_DEFAULTS)
+
+
+def test_an_unknown_key_is_named_with_the_known_ones():
+    with pytest.raises(DynallocError, match=r"unknown key 'stream\.crop_size'; known: input_siz"):
+        check_stream({"crop_size": 3, "flip": True})
+
+
+@pytest.mark.parametrize("section", [None, [], "crop", 3])
+def test_the_section_must_be_a_mapping(section):
+    with pytest.raises(DynallocError, match="config key 'stream' must be a mapping"):
+        check_stream(section)
+
+
+def test_the_section_itself_is_left_alone():
+    section = {"input_size": 8, "mean": 3}
+    check_stream(section)
+    assert section == {"input_size": 8, "mean": 3}
