@@ -164,7 +164,7 @@ def corrupt(digits, tmp_path, how):
         data[-1] ^= 0xFF
         path.write_bytes(bytes(data))
     elif how == "nan":
-        from dynalloc.data.staged import file_sha256
+        from dynalloc.data.stagedir import file_sha256
 
         x = np.load(copy / "train_x.npy")
         x[5, 0, 0, 0] = np.nan

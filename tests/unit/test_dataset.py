@@ -4,14 +4,8 @@ import json
 
 import numpy as np
 import pytest
-from dynalloc.data.staged import (
-    DATA_FILES,
-    MANIFEST_NAME,
-    StagedDataset,
-    file_sha256,
-    load_staged,
-    write_staged,
-)
+from dynalloc.data.staged import DATA_FILES, StagedDataset, load_staged, write_staged
+from dynalloc.data.stagedir import MANIFEST_NAME, file_sha256
 from dynalloc.errors import DynallocError
 
 CLASSES = 3
@@ -131,7 +125,7 @@ def test_failure_while_writing_removes_the_temporary_directory(tmp_path, monkeyp
             raise OSError("disk full")
         return file_sha256(path)
 
-    monkeypatch.setattr("dynalloc.data.staged.file_sha256", failing_hash)
+    monkeypatch.setattr("dynalloc.data.stagedir.file_sha256", failing_hash)
     with pytest.raises(OSError, match="disk full"):
         stage(tmp_path / "staged", arrays=raw_arrays(seed=1))
     assert [path.name for path in tmp_path.iterdir()] == ["staged"]

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from dynalloc.cli import main
 from dynalloc.data import builtin, stage
-from dynalloc.data.staged import DATA_FILES, MANIFEST_NAME, load_staged
+from dynalloc.data.staged import DATA_FILES, load_staged
+from dynalloc.data.stagedir import MANIFEST_NAME
 
 SMALL_SYNTHETIC = ["--source", "synthetic", "--samples", "300", "--shape", "2,5,5"]
 

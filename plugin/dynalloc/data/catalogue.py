@@ -13,7 +13,7 @@ import numpy as np
 from dynalloc.data.images import image_info
 from dynalloc.data.progress import Progress
 from dynalloc.data.records import BadRecord, read_index, read_record, record_span, unpack
-from dynalloc.data.staged import file_sha256
+from dynalloc.data.stagedir import file_sha256
 from dynalloc.data.streamed import INDEX_DTYPE
 from dynalloc.errors import DynallocError
 

@@ -4,7 +4,8 @@ of images streamed from where they lie (`streamed`); the manifest says which."""
 import json
 from pathlib import Path
 
-from dynalloc.data.staged import MANIFEST_NAME, load_staged
+from dynalloc.data.staged import load_staged
+from dynalloc.data.stagedir import MANIFEST_NAME
 from dynalloc.data.streamed import StreamedDataset, is_streamed, load_streamed
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.stream_config import STREAM_DEFAULTS

@@ -11,6 +11,7 @@ import tempfile
 
 import numpy as np
 
+from dynalloc.data.records import read_index
 from dynalloc.data.source import SourceData, stratified_split
 from dynalloc.errors import DynallocError
 
@@ -27,7 +28,8 @@ def read_recordio(args, rng):
     idx_path = rec_path.with_suffix(".idx")
     if not idx_path.is_file():
         raise DynallocError(f"{idx_path}: index missing (expected beside {rec_path.name})")
-    offsets = _read_recordio_index(idx_path, rec_path)
+    keys, offsets = read_index(idx_path, rec_path)
+    offsets = dict(zip(keys.tolist(), offsets.tolist(), strict=True))
     try:
         import mxnet as mx  # heavy, and needed by this source only
     except ImportError:
@@ -40,35 +42,6 @@ def read_recordio(args, rng):
         classes=int(y.max()) + 1,
         details={"origin": str(rec_path)},
     )
-
-
-def _read_recordio_index(idx_path, rec_path):
-    """{key: offset} in file order, each offset checked against the size of the .rec file."""
-    size = rec_path.stat().st_size
-    offsets = {}
-    try:
-        lines = idx_path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise DynallocError(f"{idx_path}: cannot read ({error})") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        fields = line.strip().split("\t")
-        try:
-            key, offset = int(fields[0]), int(fields[1])
-        except (IndexError, ValueError):
-            raise DynallocError(
-                f"{idx_path}: line {number} is not 'key<TAB>offset': {line[:60]!r}"
-            ) from None
-        if not 0 <= offset < size:
-            raise DynallocError(
-                f"{rec_path}: record {key} starts at byte {offset}, but the file has {size} "
-                f"bytes (truncated?)"
-            )
-        offsets[key] = offset
-    if not offsets:
-        raise DynallocError(f"{idx_path}: lists no records")
-    return offsets
 
 
 def _read_records(mx, rec_path, idx_path, offsets):

@@ -6,22 +6,23 @@ run with one line naming the file instead of training on garbage.
 """
 
 import dataclasses
-import hashlib
 import json
-import os
-import secrets
-import shutil
 from pathlib import Path
 
 import numpy as np
 
 from dynalloc import __version__
 from dynalloc.data.blocks import check_finite, check_labels, mean_std, normalised
+from dynalloc.data.stagedir import (
+    MANIFEST_NAME,
+    file_sha256,
+    save_array,
+    staging_directory,
+    write_manifest,
+)
 from dynalloc.errors import DynallocError
-from dynalloc.fsutil import atomic_write, fsync_directory
 
 FORMAT_VERSION = 1
-MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "test")
 DATA_FILES = tuple(f"{split}_{part}.npy" for split in SPLITS for part in ("x", "y"))
 MANIFEST_KEYS = ("format_version", "source", "classes", "input_shape", "splits", "sha256")
@@ -50,12 +51,6 @@ class StagedDataset:
     @property
     def test_size(self):
         return len(self.test_y)
-
-
-def file_sha256(path):
-    """Hex sha256 of a file, read in chunks so that large files need little memory."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def load_staged(path, verify=True):
@@ -143,33 +138,17 @@ def write_staged(out_dir, train_x, train_y, test_x, test_y, *, source, classes, 
     if clashes:
         raise ValueError(f"extra manifest keys clash with the format's own: {clashes}")
     manifest.update(extra or {})
-    refuse_to_replace_foreign(out_dir)
-
-    tmp_dir = make_sibling_tmp_dir(out_dir)
-    try:
+    with staging_directory(out_dir) as tmp_dir:
         for split, (x, y) in splits.items():
-            files = {
-                f"{split}_x.npy": normalised(x, mean, std, X_DTYPE),
-                f"{split}_y.npy": np.ascontiguousarray(y, dtype=Y_DTYPE),
-            }
-            for name, array in files.items():
-                with atomic_write(tmp_dir / name, "wb") as handle:
-                    np.save(handle, array)
-                manifest["sha256"][name] = file_sha256(tmp_dir / name)
+            save_array(tmp_dir, f"{split}_x.npy", normalised(x, mean, std, X_DTYPE), manifest)
+            save_array(tmp_dir, f"{split}_y.npy", np.ascontiguousarray(y, Y_DTYPE), manifest)
             manifest["splits"][split] = {
                 "n": len(y),
                 "x_shape": list(x.shape),
                 "x_dtype": X_DTYPE.name,
                 "y_dtype": Y_DTYPE.name,
             }
-        with atomic_write(tmp_dir / MANIFEST_NAME) as handle:
-            json.dump(manifest, handle, indent=2)
-            handle.write("\n")
-        fsync_directory(tmp_dir)
-        move_into_place(tmp_dir, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-        raise
+        write_manifest(tmp_dir, manifest)
     return out_dir
 
 
@@ -249,40 +228,3 @@ def _check_pair(x_name, x, y_name, y):
         raise DynallocError(f"{y_name}: {len(y)} labels but {x_name} has {len(x)} images")
     if len(x) == 0:
         raise DynallocError(f"{x_name}: no images")
-
-
-def refuse_to_replace_foreign(out_dir):
-    """Replace an earlier staged dataset, never a directory of something else (say $HOME)."""
-    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
-        raise DynallocError(f"{out_dir}: exists and is not a directory")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST_NAME).is_file():
-        raise DynallocError(
-            f"{out_dir}: exists and holds no {MANIFEST_NAME}; refusing to replace it"
-        )
-
-
-def make_sibling_tmp_dir(out_dir):
-    """A fresh directory beside `out_dir`, so that the final rename stays on one file system."""
-    parent = out_dir.parent
-    tmp_dir = parent / f".{out_dir.name}.{secrets.token_hex(4)}.tmp"
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp_dir.mkdir()  # unlike mkdtemp, honours the umask: other users may read the data
-    except OSError as error:
-        raise DynallocError(f"{parent}: cannot create the output directory ({error})") from None
-    return tmp_dir
-
-
-def move_into_place(tmp_dir, out_dir):
-    if out_dir.exists():
-        old_dir = tmp_dir.with_name(tmp_dir.name + ".old")
-        os.rename(out_dir, old_dir)
-        try:
-            os.rename(tmp_dir, out_dir)
-        except BaseException:
-            os.rename(old_dir, out_dir)
-            raise
-        shutil.rmtree(old_dir)
-    else:
-        os.rename(tmp_dir, out_dir)
-    fsync_directory(out_dir.parent)

@@ -11,9 +11,7 @@ one (`load_streamed`) checks the manifest, the sha256 of the index files and of 
 """
 
 import dataclasses
-import json
 import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -21,15 +19,14 @@ import numpy as np
 
 from dynalloc import __version__
 from dynalloc.data.records import BadRecord, read_record, unpack
-from dynalloc.data.staged import (
+from dynalloc.data.stagedir import (
     MANIFEST_NAME,
     file_sha256,
-    make_sibling_tmp_dir,
-    move_into_place,
-    refuse_to_replace_foreign,
+    save_array,
+    staging_directory,
+    write_manifest,
 )
 from dynalloc.errors import DynallocError
-from dynalloc.fsutil import atomic_write, fsync_directory
 
 STORAGE = "stream"
 FORMAT_VERSION = 1
@@ -154,26 +151,15 @@ def write_streamed(out_dir, index, paths, manifest):
         "sha256": {},
         "dynalloc_version": __version__,
     }
-    refuse_to_replace_foreign(out_dir)
-    tmp_dir = make_sibling_tmp_dir(out_dir)
-    try:
+    with staging_directory(out_dir) as tmp_dir:
         for split in SPLITS:
-            files = {f"{split}_index.npy": np.ascontiguousarray(index[split], INDEX_DTYPE)}
+            names = [f"{split}_index.npy"]
+            save_array(tmp_dir, names[0], np.ascontiguousarray(index[split], INDEX_DTYPE), manifest)
             if paths:
-                files[f"{split}_paths.npy"] = np.asarray(paths[split], dtype=bytes)
-            for name, array in files.items():
-                with atomic_write(tmp_dir / name, "wb") as handle:
-                    np.save(handle, array)
-                manifest["sha256"][name] = file_sha256(tmp_dir / name)
-            manifest["splits"][split] = {"n": len(index[split]), "files": sorted(files)}
-        with atomic_write(tmp_dir / MANIFEST_NAME) as handle:
-            json.dump(manifest, handle, indent=2)
-            handle.write("\n")
-        fsync_directory(tmp_dir)
-        move_into_place(tmp_dir, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-        raise
+                names.append(f"{split}_paths.npy")
+                save_array(tmp_dir, names[1], np.asarray(paths[split], dtype=bytes), manifest)
+            manifest["splits"][split] = {"n": len(index[split]), "files": names}
+        write_manifest(tmp_dir, manifest)
     return out_dir
 
 
