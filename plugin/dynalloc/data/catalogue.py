@@ -12,7 +12,7 @@ import numpy as np
 
 from dynalloc.data.images import image_info
 from dynalloc.data.progress import Progress
-from dynalloc.data.records import BadRecord, read_index, read_record, record_span, unpack
+from dynalloc.data.records import BadRecord, read_pair, read_record, record_span, unpack
 from dynalloc.data.stagedir import file_sha256
 from dynalloc.data.streamed import INDEX_DTYPE
 from dynalloc.errors import DynallocError
@@ -24,12 +24,7 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 def catalogue_recordio(rec_path, file_number):
     """(rows, source entry) of a `.rec` and the `.idx` beside it, rows in the index's order."""
     rec_path = Path(rec_path).absolute()
-    if not rec_path.is_file():
-        raise DynallocError(f"{rec_path}: RecordIO file not found")
-    idx_path = rec_path.with_suffix(".idx")
-    if not idx_path.is_file():
-        raise DynallocError(f"{idx_path}: index missing (expected beside {rec_path.name})")
-    keys, offsets = read_index(idx_path, rec_path)
+    idx_path, keys, offsets = read_pair(rec_path)
     size = rec_path.stat().st_size
     rows = np.zeros(len(keys), INDEX_DTYPE)
     rows["key"], rows["offset"], rows["file"] = keys, offsets, file_number

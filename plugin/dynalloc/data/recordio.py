@@ -11,7 +11,7 @@ import tempfile
 
 import numpy as np
 
-from dynalloc.data.records import read_index
+from dynalloc.data.records import read_pair
 from dynalloc.data.source import SourceData, stratified_split
 from dynalloc.errors import DynallocError
 
@@ -23,12 +23,7 @@ def read_recordio(args, rng):
     Grayscale images give one channel, colour ones three (RGB); all must share one size.
     """
     rec_path = args.path
-    if not rec_path.is_file():
-        raise DynallocError(f"{rec_path}: RecordIO file not found")
-    idx_path = rec_path.with_suffix(".idx")
-    if not idx_path.is_file():
-        raise DynallocError(f"{idx_path}: index missing (expected beside {rec_path.name})")
-    keys, offsets = read_index(idx_path, rec_path)
+    idx_path, keys, offsets = read_pair(rec_path)
     offsets = dict(zip(keys.tolist(), offsets.tolist(), strict=True))
     try:
         import mxnet as mx  # heavy, and needed by this source only

@@ -32,6 +32,16 @@ class BadRecord(DynallocError):
     """A record that cannot be read or unpacked; the message names the file and the record."""
 
 
+def read_pair(rec_path):
+    """(idx_path, keys, offsets) of a `.rec` and the `.idx` beside it, as im2rec writes them."""
+    if not rec_path.is_file():
+        raise DynallocError(f"{rec_path}: RecordIO file not found")
+    idx_path = rec_path.with_suffix(".idx")
+    if not idx_path.is_file():
+        raise DynallocError(f"{idx_path}: index missing (expected beside {rec_path.name})")
+    return (idx_path, *read_index(idx_path, rec_path))
+
+
 def read_index(idx_path, rec_path):
     """(keys, offsets) of an `.idx` file in its own order (int64 arrays), each offset checked
     against the size of the `.rec` file."""
