@@ -6,6 +6,7 @@ import os
 
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
+LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 
 
 def _first(variables, default):
@@ -23,3 +24,8 @@ def launcher_rank():
 def launcher_size():
     """The number of ranks of the job; 1 outside a launcher."""
     return _first(SIZE_VARIABLES, 1)
+
+
+def local_size():
+    """The number of the job's ranks on this node; 1 outside a launcher."""
+    return _first(LOCAL_SIZE_VARIABLES, 1)

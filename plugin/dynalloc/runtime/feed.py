@@ -13,6 +13,7 @@ import numpy as np
 from dynalloc.data.augment import normalise
 from dynalloc.data.readahead import Decoder, ReadAhead
 from dynalloc.data.streamed import StreamedDataset
+from dynalloc.launcher import local_size
 
 EVAL_CHUNK = 1024  # test samples per forward pass of the evaluation
 MAX_DEFAULT_WORKERS = 8
@@ -63,8 +64,11 @@ class StreamFeed:
         self.mean = stream["mean"] or norm["mean"]
         self.std = stream["std"] or norm["std"]
         workers = stream["decode_workers"]
-        if workers is None:
-            workers = min(MAX_DEFAULT_WORKERS, max(1, len(os.sched_getaffinity(0)) - 1))
+        if workers is None:  # the cores this rank may use (after pinning), less its own
+            cores = len(os.sched_getaffinity(0))
+            if cores == os.cpu_count():  # not pinned: the node's cores are every local rank's
+                cores //= local_size()
+            workers = min(MAX_DEFAULT_WORKERS, max(1, cores - 1))
         self.workers = workers
         decoder = Decoder(data, setup.input_shape[1:], stream, config["seed"])
         self.ahead = ReadAhead(decoder, workers)
