@@ -12,7 +12,7 @@ WORKFLOW := $(WORKFLOW_VENV)/bin
 export OMP_NUM_THREADS := 1
 export MXNET_CPU_WORKER_NTHREADS := 1
 
-.PHONY: help setup test run lint bench bench-repeats bench-data bench-core clean
+.PHONY: help setup test run lint bench bench-repeats bench-data bench-core bench-stream clean
 
 help:
 	@echo "make run            the pipeline on config/config.yaml: stage, train on 2 MPI ranks, report"
@@ -22,6 +22,8 @@ help:
 	@echo "make bench          every policy and MXNet dist_sync on Fashion-MNIST -> BENCHMARKS.md"
 	@echo "make bench-repeats  then seeds 1 and 2 of its close races (35-51 min) -> BENCHMARKS.md"
 	@echo "make bench-core     the core figures: adaptive vs static vs oracle, exchange cost"
+	@echo "make bench-data     Fashion-MNIST (Debian's package), and as JPEG RecordIO and image folders"
+	@echo "make bench-stream   streamed datasets vs in-memory: samples/s, memory, staging (~20 min)"
 
 setup: $(TRAIN_VENV)/.installed $(WORKFLOW_VENV)/.installed
 
@@ -76,7 +78,10 @@ $(FASHION_MNIST):
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends dataset-fashion-mnist \
 	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends dataset-fashion-mnist; }
 
-bench-data: $(FASHION_MNIST)
+# Also Fashion-MNIST as the JPEG RecordIO pairs and image folders that streamed datasets are
+# staged from (data/bench-stream; what exists already is skipped).
+bench-data: $(FASHION_MNIST) $(TRAIN_VENV)/.installed
+	$(TRAIN)/python benchmarks/stream_data.py --out data/bench-stream
 
 # The benchmark (config/bench.yaml, ~45 minutes on 2 cores), then BENCHMARKS.md from its results.
 bench: setup bench-data
@@ -102,6 +107,11 @@ elapsed = echo $$(( $$(date +%s) - $(2) )) > $(1)/elapsed_s.tmp && mv $(1)/elaps
 
 bench-core: setup data/mnist5k/manifest.json
 	$(TRAIN)/python benchmarks/bench_core.py --dataset data/mnist5k --out runs/bench-core --repeats 2
+
+# Streamed datasets (benchmarks/bench_stream.py; its --quick is a 3-4 minute smoke test)
+# -> results/bench-stream.md.
+bench-stream: $(TRAIN_VENV)/.installed bench-data
+	$(TRAIN)/python benchmarks/bench_stream.py --data data/bench-stream --out results/bench-stream.md
 
 clean:
 	rm -rf $(TRAIN_VENV) $(WORKFLOW_VENV) runs data results .snakemake

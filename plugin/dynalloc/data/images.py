@@ -4,9 +4,9 @@ Staging reads only a header per image (`image_info`); the ranks decode (`decode_
 OpenCV, the library MXNet's own `mx.image.imdecode` runs inside libmxnet, called directly:
 every `mx.image` call (`imdecode`, `fixed_crop`, `flip`) is an NDArray operator queued on the
 engine, the very thread that computes the gradients. Measured here (`make bench-stream` prints
-it), a 28x28 JPEG decoded, cropped, resized and flipped costs about 0.02 ms with OpenCV, 0.2 ms
-with Pillow and 0.9 ms through `mx.image`, against about 2 ms of a LeNet forward and backward
-per sample. OpenCV releases the GIL, so the decode threads run beside the rank's compute.
+it), a 28x28 JPEG decoded, cropped, resized and flipped costs about 0.035 ms with OpenCV, 0.17
+ms with Pillow and 0.96 ms through `mx.image`, against about 1 ms of a LeNet forward and
+backward per sample. OpenCV releases the GIL, so the decode threads run beside the rank's compute.
 """
 
 import struct

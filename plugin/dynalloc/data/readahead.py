@@ -4,10 +4,11 @@ this one computes and exchanges, though the shares of the next are decided only 
 How the read-ahead follows the shares: when a rank takes iteration k's samples, it asks the
 pool for iteration k+1's samples under the shares of k (the policy keeps them, or moves a
 boundary by a few samples, in most iterations), widened at both ends by a margin: the largest
-move of either of its boundaries over the last few iterations. The core is cut into one chunk
-per worker and queued first; the margins come after, in chunks of their own. When k+1 is taken
-under its real shares, every sample already queued is used, the margins nobody needs are
-cancelled if not yet started (else decoded and dropped), and the few samples that a boundary
+move of either of its boundaries over the last few iterations, at most half its share. The core
+is cut into one chunk per worker and queued first; the margins come after, in small chunks
+from the boundaries outwards. When k+1 is taken under its real shares, every sample already
+queued is used, the margin chunks nobody needs are cancelled if not yet started (a small one
+may be running: the next core waits for no more than it), and the few samples that a boundary
 moved beyond the margin are decoded then, on the critical path, where `data_s` shows them. A
 decoded sample depends only on (seed, epoch, index), so which rank decodes it, and when, does
 not change its pixels.
@@ -29,6 +30,7 @@ from dynalloc.data.images import BadImage, decode_into
 from dynalloc.data.records import BadRecord
 
 MOVES_REMEMBERED = 4  # iterations whose boundary moves set the margin
+MARGIN_CHUNK = 16  # samples per margin chunk: what a take may wait for beyond its own
 
 
 class Chunk(NamedTuple):
@@ -124,11 +126,17 @@ class ReadAhead:
         return max(self.moves, default=0)
 
     def request(self, split, epoch, core, margins=(), slowdown=1.0):
-        """Queue the decoding of `core` (cut into one chunk per worker), then of `margins`."""
+        """Queue the decoding of `core` (cut into one chunk per worker), then of `margins`
+        (each ordered from its boundary outwards) in small chunks, the sides taking turns."""
         if self.pool is None:
             return
         groups = [c for c in np.array_split(np.asarray(core), self.workers) if len(c)]
-        groups += [np.asarray(m) for m in margins if len(m)]
+        sides = [
+            [m[i : i + MARGIN_CHUNK] for i in range(0, len(m), MARGIN_CHUNK)]
+            for m in map(np.asarray, margins)
+        ]
+        for turn in range(max(map(len, sides), default=0)):
+            groups += [side[turn] for side in sides if turn < len(side)]
         for group in groups:
             wanted = [p for p in group if (split, epoch, int(p)) not in self.pending]
             if wanted:

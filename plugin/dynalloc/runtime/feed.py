@@ -86,8 +86,8 @@ class StreamFeed:
 
     def _read_ahead(self, epoch, batch, iteration, shares):
         """Queue the next iteration's samples under the present shares (module docstring)."""
-        before = int(np.sum(shares[: self.rank]))
-        margin = self.ahead.margin(before, before + int(shares[self.rank]))
+        before, share = int(np.sum(shares[: self.rank])), int(shares[self.rank])
+        margin = min(self.ahead.margin(before, before + share), share // 2)
         if batch + 1 == self.sampler.batches_per_epoch:
             epoch, batch = epoch + 1, 0
         else:
@@ -99,7 +99,8 @@ class StreamFeed:
         hi = lo + int(shares[self.rank])
         end = first + self.sampler.batch_size(batch)
         core = order[lo:hi]
-        margins = (order[max(first, lo - margin) : lo], order[hi : min(end, hi + margin)])
+        # Each side from the boundary outwards: what a small move needs is decoded first.
+        margins = (order[max(first, lo - margin) : lo][::-1], order[hi : min(end, hi + margin)])
         slow = self.scenario.read_factor(self.rank, iteration)
         self.ahead.request("train", epoch, core, margins, slow)
 
