@@ -52,8 +52,9 @@ $(WORKFLOW_VENV)/.installed: envs/workflow.txt envs/dev.txt pyproject.toml
 	touch $@
 
 # Plugin and MPI tests in the training env; analysis tests in the workflow env (numpy 2, no MXNet);
-# the pipeline tests drive the workflow env's snakemake from the training env's pytest.
-test: setup
+# the pipeline tests drive the workflow env's snakemake from the training env's pytest. The bench
+# smoke tests read Fashion-MNIST and its JPEG files (bench-data: apt-get, as root).
+test: setup bench-data
 	$(TRAIN)/pytest -q -p no:cacheprovider --ignore=tests/workflow_env
 	$(WORKFLOW)/pytest -q -p no:cacheprovider tests/workflow_env
 
