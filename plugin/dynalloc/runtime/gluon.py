@@ -13,8 +13,9 @@
             step.finish(loss)                    # weighted allreduce, trainer.step, new shares
 
 The user's optimizer and trainer are used as they are: the exchange leaves in every gradient the
-gradient of the mean loss over the whole global batch, and `trainer.step(1)` applies it with the
-optimizer's own `rescale_grad`. Nothing in MXNet is patched.
+sum over the ranks of the gradients of their summed losses, and `trainer.step(B)` applies it as
+the gradient of the mean loss over the whole global batch, with the optimizer's own
+`rescale_grad`. Nothing in MXNet is patched.
 """
 
 import contextlib
@@ -151,9 +152,11 @@ class DynamicBatch:
             yield Step(self, epoch, k, shares, indices, next_epoch)
 
     def _finish(self, step, loss):
-        weight = 1.0 / float(np.sum(step.shares))  # Gluon's backward gives the sum over samples
-        sync_s = self.exchange.allreduce(weight)
-        self.trainer.step(1)
+        # Gluon's backward gives the gradient of the sum over a rank's samples: summed over the
+        # ranks that is B times the mean's, which trainer.step(B) scales by the optimizer's own
+        # rescale_grad / B, inside its update (no pass of its own over the gradients).
+        sync_s = self.exchange.allreduce()
+        self.trainer.step(int(np.sum(step.shares)))
         mx.nd.waitall()
         busy = step.compute_s + step.data_s
         gathered = self.exchange.allgather([busy, loss, float(self.stop_requested)])

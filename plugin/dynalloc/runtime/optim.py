@@ -108,7 +108,7 @@ def _scheduler(spec, lr, total_iterations):
 def build_optimizer(spec, total_iterations):
     """An SGD or Adam optimizer with its schedule, from the run config's `optimizer` mapping.
 
-    `rescale_grad` stays 1.0 because callers already pass gradients of the mean loss.
+    `rescale_grad` stays 1.0: `trainer.step(B)` divides the summed gradients by the batch.
     """
     if (
         isinstance(total_iterations, bool)
