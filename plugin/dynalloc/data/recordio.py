@@ -4,13 +4,12 @@ The longest reader: MXNet's image decoder does not reliably fail on damaged imag
 module checks each image's framing itself and captures what libpng and libjpeg print on fd 2.
 """
 
-import os
 import struct
 import sys
-import tempfile
 
 import numpy as np
 
+from dynalloc.data.images import JPEG_START, PNG_SIGNATURE, DecoderMessages
 from dynalloc.data.records import read_pair
 from dynalloc.data.source import SourceData, stratified_split
 from dynalloc.errors import DynallocError
@@ -81,7 +80,7 @@ def _decode_images(mx, rec_path, keys, payloads):
     """
     channels = 1 if all(_encoded_channels(payload) == 1 for payload in payloads) else 3
     images = None
-    with _DecoderMessages() as messages:
+    with DecoderMessages() as messages:
         for i, (key, payload) in enumerate(zip(keys, payloads, strict=True)):
             problem = _incomplete(payload)
             if problem is None:
@@ -112,9 +111,8 @@ def _decode_images(mx, rec_path, keys, payloads):
     return images
 
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_END = b"\0\0\0\0IEND\xaeB`\x82"  # the IEND chunk every PNG ends with
-JPEG_START, JPEG_END = b"\xff\xd8", b"\xff\xd9"
+JPEG_END = b"\xff\xd9"
 
 
 def _incomplete(payload):
@@ -144,31 +142,3 @@ def _encoded_channels(payload):
                 continue
             pos += 2 + int.from_bytes(payload[pos + 2 : pos + 4], "big")
     return 3
-
-
-class _DecoderMessages:
-    """File descriptor 2, where libpng and libjpeg print, routed into a temporary file while
-    the images decode, so that their messages become part of one error line (or are passed on
-    with the file's name), not loose lines in the log."""
-
-    def __enter__(self):
-        self.passed_on = []
-        self._read = 0
-        sys.stderr.flush()
-        self._sink = tempfile.TemporaryFile()
-        self._saved = os.dup(2)
-        os.dup2(self._sink.fileno(), 2)
-        return self
-
-    def since_last(self):
-        """The non-empty lines printed since the last call."""
-        size = os.fstat(self._sink.fileno()).st_size
-        text = os.pread(self._sink.fileno(), size - self._read, self._read)
-        self._read = size
-        return [line.strip() for line in text.decode(errors="replace").splitlines() if line.strip()]
-
-    def __exit__(self, *exc_info):
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        self._sink.close()
-        return False

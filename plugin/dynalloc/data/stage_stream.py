@@ -10,8 +10,7 @@ import sys
 import numpy as np
 
 from dynalloc.data.catalogue import catalogue_images, catalogue_recordio
-from dynalloc.data.images import BadImage, decode_pixels
-from dynalloc.data.recordio import _DecoderMessages  # fd 2, where libpng prints, captured
+from dynalloc.data.images import BadImage, DecoderMessages, decode_pixels
 from dynalloc.data.records import BadRecord
 from dynalloc.data.source import OWN_SPLIT, stratified_split
 from dynalloc.data.streamed import SPLITS, StreamedDataset, write_streamed
@@ -100,7 +99,7 @@ def _normalisation(dataset):
     channels = dataset.channels
     total, squares, count = np.zeros(channels), np.zeros(channels), 0
     # libpng prints its complaints on fd 2: into the error line, not beside it.
-    with _DecoderMessages() as messages:
+    with DecoderMessages() as messages:
         for i in chosen:
             _, payload = dataset.read("train", int(i))
             try:
