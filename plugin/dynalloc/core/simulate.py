@@ -2,12 +2,17 @@
 
 `simulate` runs affine ranks (the tests check convergence, stability and reaction to changes of
 speed with it; handy to try a policy's parameters before spending cluster time); `replay` runs
-the speeds a real run measured, so that policies can be compared on the very same machine.
+the speeds a real run measured, so that policies can be compared on the very same machine;
+`project` runs a modelled cluster (`dynalloc.core.cluster`, `dynalloc simulate`): thousands of
+ranks, the exchange and the overhead of an iteration, and the exact optimum as the ceiling.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from dynalloc.core.monotone import minmax_monotone
+from dynalloc.core.partition import GlobalBatchSampler
 
 
 @dataclass
@@ -55,17 +60,129 @@ def replay(policy, per_sample, new_shape=0.0, epochs=None):
     """
     per_sample = np.asarray(per_sample, dtype=float)
     shares = policy.shares.copy()
-    seen = [set() for _ in range(per_sample.shape[1])]
+    shapes = ShapeMemory(len(shares), policy.global_batch)
     used, measured = [], []
     for i, speeds in enumerate(per_sample):
-        charged = np.ones(len(shares))
-        for rank, share in enumerate(shares):
-            if share not in seen[rank]:
-                seen[rank].add(share)
-                charged[rank] += new_shape
-        seconds = shares * speeds * charged
+        seconds = shares * speeds * (1.0 + new_shape * shapes.first_time(shares))
         used.append(shares)
         measured.append(seconds)
         upcoming = epochs[min(i + 1, len(epochs) - 1)] if epochs is not None else 0
         shares = policy.update(shares, seconds, i + 1, int(upcoming))
     return Trace(np.array(used), np.array(measured), np.array(measured))
+
+
+class ShapeMemory:
+    """Which share each rank has computed before, one bit per (rank, share): MXNet plans memory
+    for every input shape new to a process, so the first use of a share costs more."""
+
+    def __init__(self, ranks, largest):
+        self.bits = np.zeros((ranks, largest // 8 + 1), dtype=np.uint8)
+        self.rows = np.arange(ranks)
+
+    def first_time(self, shares):
+        """Per rank, whether `shares` holds a share it never computed (then it has)."""
+        shares = np.asarray(shares, dtype=np.int64)
+        column, bit = shares >> 3, np.uint8(1) << (shares & 7).astype(np.uint8)
+        new = (self.bits[self.rows, column] & bit) == 0
+        self.bits[self.rows, column] |= bit
+        return new
+
+
+@dataclass
+class Projection:
+    """One policy driven through a modelled cluster."""
+
+    policy: str
+    times: np.ndarray  # seconds of each iteration: slowest compute + exchange + overhead
+    samples: np.ndarray  # samples of each iteration (an epoch's last batch may be smaller)
+    wait_fraction: float  # mean over ranks, as rundir.wait_fractions defines it
+    split_changes: int  # iterations after which the split moved (the last one aside)
+
+    def mean_s(self):
+        return float(self.times.mean())
+
+    def steady_s(self):
+        """Mean over the second half, once the policy has settled."""
+        return float(self.times[len(self.times) // 2 :].mean())
+
+    def samples_per_s(self):
+        return float(self.samples.sum() / self.times.sum())
+
+
+class Optimum:
+    """The ceiling: the exact min-max split of the cluster's noise-free costs (jitter at its
+    mean), recomputed only when a change of speed starts or ends, held fixed otherwise. Driven
+    like a policy, it meets the same noise draws as the policies."""
+
+    name = "optimum"
+
+    def __init__(self, cluster):
+        self.cluster, self.cache = cluster, {}
+        self.shares = self._split(0)
+        self.global_batch = cluster.global_batch
+
+    def update(self, shares, seconds, iteration, epoch):
+        self.shares = self._split(iteration)
+        return self.shares.copy()
+
+    def _split(self, iteration):
+        factors = self.cluster.factors(iteration)
+        key = factors.tobytes()
+        if key not in self.cache:
+            costs = [
+                _scaled(group.cost, f)
+                for group, f in zip(self.cluster.groups, factors, strict=True)
+            ]
+            lows, highs = self.cluster.bounds()
+            self.cache[key] = minmax_monotone(
+                costs, self.cluster.counts, self.cluster.global_batch, lows, highs
+            )
+        return self.cache[key]
+
+
+def _scaled(cost, factor):
+    return lambda shares: factor * cost(shares)
+
+
+def project(cluster, policy):
+    """Drive `policy` (a Policy over the cluster's ranks, or Optimum) through `cluster`.
+
+    Each iteration costs the slowest rank's compute, then the Allreduce, then the fixed
+    overhead: the ranks wait for the slowest before the exchange can finish. A rank's compute is
+    its group's cost of its share, times its slowdowns, times its noise, and `new_shape` more
+    the first time it computes that share. The noise is drawn from (seed, iteration) alone, so
+    every policy meets the same draws; the first iteration is MXNet's warm-up in a real run, and
+    the policies treat it so (`adaptive` ignores it unless it shows a jump of speed).
+    """
+    ranks, batch = cluster.ranks, cluster.global_batch
+    sampler = None
+    if cluster.dataset_size is not None:
+        sampler = GlobalBatchSampler(
+            cluster.dataset_size, batch, cluster.seed, min_share=cluster.min_share, ranks=ranks
+        )
+    sigma = cluster.per_rank([np.sqrt(np.log1p(g.noise**2)) for g in cluster.groups])
+    shapes = ShapeMemory(ranks, batch) if cluster.new_shape else None
+    fixed = cluster.exchange_s() + cluster.overhead_s
+    times, samples = np.empty(cluster.iterations), np.empty(cluster.iterations)
+    busy, slowest_total, split_changes = np.zeros(ranks), 0.0, 0
+    shares = policy.shares.copy()
+    for i in range(cluster.iterations):
+        epoch, k = divmod(i, sampler.batches_per_epoch) if sampler else (0, i)
+        used = sampler.shares_for(k, shares) if sampler else shares
+        rng = np.random.default_rng([cluster.seed, i])
+        noise = np.exp(sigma * rng.standard_normal(ranks) - sigma**2 / 2)
+        seconds = cluster.seconds(used) * cluster.factors(i, rng.uniform(-1, 1, ranks)) * noise
+        if shapes is not None:
+            seconds *= 1.0 + cluster.new_shape * shapes.first_time(used)
+        slowest = float(seconds.max())
+        times[i], samples[i] = slowest + fixed, used.sum()
+        busy += seconds
+        slowest_total += slowest
+        upcoming = divmod(i + 1, sampler.batches_per_epoch)[0] if sampler else 0
+        moved = policy.update(used, seconds, i + 1, upcoming)
+        split_changes += i + 1 < cluster.iterations and not np.array_equal(moved, shares)
+        shares = moved
+    # rundir.wait_fractions: a rank's waits over its busy time plus waits; each iteration's
+    # busy time plus wait is the slowest rank's.
+    wait = float(np.mean(1.0 - busy / slowest_total))
+    return Projection(policy.name, times, samples, wait, split_changes)
