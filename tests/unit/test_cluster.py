@@ -1,4 +1,4 @@
-"""`dynalloc.core.cluster`: the cluster file read into a model (config/cluster.yaml, the
+"""`dynalloc.core.cluster`: the cluster file read into a model (config/clusters/example.yaml, the
 documented example, among them), its slowdowns over time, resizing and stretching, and one
 ValueError naming the key for every bad entry."""
 
@@ -12,7 +12,7 @@ from dynalloc.core.allreduce import allreduce_seconds
 from dynalloc.core.cluster import parse_cluster
 from dynalloc.core.gradients import gradient_bytes
 
-EXAMPLE = Path(__file__).parents[2] / "config" / "cluster.yaml"
+EXAMPLE = Path(__file__).parents[2] / "config" / "clusters" / "example.yaml"
 
 SMALL = {
     "global_batch": 96,

@@ -1,5 +1,5 @@
 """A modelled cluster, the cluster file of `dynalloc simulate`: groups of identical ranks, the
-network, the gradient, the run. config/cluster.yaml documents every key with an example.
+network, the gradient, the run. config/clusters/example.yaml documents every key with an example.
 
 Ranks are laid out group after group, so a group is a slice and its ranks are evaluated in one
 call. A group's slowdowns follow the scenarios of training runs (`dynalloc.core.scenario`): a
