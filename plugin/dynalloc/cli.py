@@ -28,6 +28,10 @@ COMMANDS = {
     "summarize": ("dynalloc.analysis.summary", "one run's summary row"),
     "compare": ("dynalloc.analysis.compare", "tables and plots across runs"),
     "replay": ("dynalloc.analysis.replay", "every policy replayed on the speeds a run measured"),
+    "simulate": (
+        "dynalloc.analysis.planner",
+        "every policy on a modelled cluster (a cluster file, or one fitted from a run)",
+    ),
     "run-config": (
         "dynalloc.experiment.write_run_config",
         "write one run's config of the pipeline grid as YAML",
