@@ -19,13 +19,14 @@ import sys
 from pathlib import Path
 
 import yaml
-from dynalloc.analysis import benchreplay, benchstats, benchtables, plots
+from dynalloc.analysis import benchreplay, benchstats, benchtables, plots, simtables
 from dynalloc.errors import DynallocError
 from dynalloc.fsutil import atomic_write
 
 SECTIONS = Path(__file__).with_name("sections.md")  # the prose around the tables
 MARKER = re.compile(r"^<!-- ([\w-]+) -->$", re.MULTILINE)
 REPEATS_COMMAND = "make bench-repeats    # seeds 1 and 2 of the close races, then the report again"
+SIMULATE_COMMAND = "make bench-simulate    # every run fitted and predicted, the projections"
 
 
 def main():
@@ -36,6 +37,7 @@ def main():
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--figures", type=Path, default=Path("docs/bench"))
     parser.add_argument("--repeats", type=Path, help="results of make bench-repeats")
+    parser.add_argument("--simulate", type=Path, help="results of benchmarks/bench_simulate.py")
     args = parser.parse_args()
     try:
         report(args)
@@ -63,6 +65,7 @@ def report(args):
     prose = sections(SECTIONS)
     args.figures.mkdir(parents=True, exist_ok=True)
     shown = figures(args.results, table, config, args.figures)
+    planner = planner_section(prose, args.simulate) if args.simulate else []
     repeats = []
     if runs is not None:
         repeats = ["## Repeats of the close races", "", prose["repeats"], ""]
@@ -79,6 +82,7 @@ def report(args):
             "```bash",
             "make bench    # = snakemake --configfile config/bench.yaml, then benchmarks/report.py",
             *([] if runs is None else [REPEATS_COMMAND]),
+            *([SIMULATE_COMMAND] if planner else []),
             "```",
             "",
             "## Machine",
@@ -110,6 +114,7 @@ def report(args):
             "",
             accuracy(prose, table, runs),
             "",
+            *planner,
             "## Figures",
             "",
             *[f"![{path.stem}]({path.as_posix()})\n" for path in shown],
@@ -134,6 +139,33 @@ def sections(path):
         )
         for name, body in zip(parts[::2], parts[1::2], strict=True)
     }
+
+
+def planner_section(prose, folder):
+    """The simulator against the bench's runs, and its projections beyond them
+    (`benchmarks/bench_simulate.py`'s tables in `folder`), as lines of markdown."""
+    tables = simtables.load(folder)
+    values = simtables.facts(tables)
+    return [
+        "## Planner: the simulator against these runs, and beyond them",
+        "",
+        prose["simulate"],
+        "",
+        simtables.targets(values),
+        "",
+        "Every run, its mean iteration time measured and predicted from its own fit:",
+        "",
+        simtables.validation(tables["validation"]),
+        "",
+        "`adaptive`'s speedup over `static`, measured (the two runs) and predicted from one run:",
+        "",
+        simtables.speedups(tables["speedups"]),
+        "",
+        prose["projections"].format(**values),
+        "",
+        simtables.projections(tables["projections"]),
+        "",
+    ]
 
 
 def accuracy(prose, table, runs=None):

@@ -177,7 +177,7 @@ def test_every_section_of_the_prose_is_one_line_a_paragraph_with_its_fields_fill
     prose = report.sections(report.SECTIONS)
     assert set(prose) == {
         "setup", "targets", "repeats", "replay", "replay-free", "replay-charged", "accuracy",
-        "accuracy-seeds",
+        "accuracy-seeds", "simulate", "projections",
     }  # fmt: skip
     assert all("\n" not in text for name, text in prose.items() if name != "setup")
     assert "run-to-run noise band (3.1%: the spread" in prose["targets"].format(noise=0.031)

@@ -27,7 +27,10 @@ import pandas as pd
 import yaml
 
 from dynalloc.analysis.runs import load_run
+from dynalloc.core.cluster import parse_cluster
+from dynalloc.core.policies import make_policy
 from dynalloc.core.scenario import Scenario
+from dynalloc.core.simulate import project
 from dynalloc.errors import DynallocError
 from dynalloc.fsutil import atomic_write
 
@@ -64,6 +67,15 @@ def per_iteration(table):
 def measured_mean_s(run_dir):
     """The mean iteration time of a run after its warm-up, as the simulator predicts it."""
     return float(per_iteration(rows(load_run(run_dir)))["iteration_s"].mean())
+
+
+def predicted_mean_s(spec, policy):
+    """The mean iteration time that the fitted cluster `spec` projects for `policy` (a run
+    config's policy mapping), its first iteration left out as measured_mean_s leaves it."""
+    cluster = parse_cluster(spec)
+    low, high = cluster.share_bounds()
+    built = make_policy(policy, cluster.ranks, cluster.global_batch, low, high)
+    return float(project(cluster, built).times[1:].mean())
 
 
 def fit(run_dir):
