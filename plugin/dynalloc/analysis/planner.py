@@ -19,6 +19,7 @@ import yaml
 from dynalloc.analysis import fit, planplots
 from dynalloc.analysis.compare import table_page
 from dynalloc.analysis.replay import parse_params
+from dynalloc.analysis.runs import load_run
 from dynalloc.core.cluster import parse_cluster
 from dynalloc.core.policies import REPLAYABLE, make_policy
 from dynalloc.core.simulate import Optimum, project
@@ -91,7 +92,8 @@ def run(args):
         spec = fit.fit(args.fit)
         if args.save_fit is not None:
             fit.write_fitted(spec, args.save_fit, args.fit)
-        clusters.append((args.fit.name, checked(spec, f"fitted from {args.fit}")))
+        name = load_run(args.fit).name  # the pipeline's run name, not its folder `train`
+        clusters.append((name, checked(spec, f"fitted from {args.fit}")))
     if args.iterations is not None:
         clusters = [(name, replace(c, iterations=args.iterations)) for name, c in clusters]
     table = pd.DataFrame(
@@ -108,7 +110,12 @@ def run(args):
     if args.plots_dir is not None:
         args.plots_dir.mkdir(parents=True, exist_ok=True)
         planplots.plot_sweeps(table, args.plots_dir)
-    print(table.to_string(index=False, float_format="%.4g"))
+    print(table.to_string(index=False, float_format=shown))
+
+
+def shown(value):
+    """A number as the printed table shows it: whole from 100 up, else 4 significant digits."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.4g}"
 
 
 def load_cluster(path):
