@@ -120,6 +120,16 @@ def test_bad_seed(value):
     fails(base(seed=value), "'seed'", ">= 0")
 
 
+@pytest.mark.parametrize("value", [0, -5, "60", True, float("inf"), [60]])
+def test_bad_stall_timeout(value):
+    fails(base(stall_timeout=value), "'stall_timeout'", "seconds > 0, or null")
+
+
+@pytest.mark.parametrize("value", [None, 0.5, 600])
+def test_stall_timeout_may_be_seconds_or_null(value):
+    assert resolve(base(stall_timeout=value), 2)["stall_timeout"] == value
+
+
 @pytest.mark.parametrize("value", [0, -1, 0.5, "1", None, True])
 def test_min_share_must_give_every_rank_a_sample(value):
     fails(base(min_share=value), "'min_share'", ">= 1")

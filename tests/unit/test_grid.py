@@ -59,6 +59,15 @@ def test_every_point_is_one_run_with_a_readable_name():
             "changes[0].rank 2",
         ),
         ({"policies": {"static": {}, "wide": {"kind": "fastest"}}}, "unknown policy 'fastest'"),
+        # a policy's parameters are checked when the DAG is built, not after static trained
+        (
+            {"policies": {"static": {}, "wide": {"kind": "adaptive", "dead_bnd": 0.05}}},
+            "policies.wide: policy: adaptive has no parameter 'dead_bnd'",
+        ),
+        (
+            {"policies": {"static": {}, "wide": {"kind": "controller", "gain": 2}}},
+            "policies.wide: policy: controller needs 0 < gain <= 1",
+        ),
     ],
 )
 def test_mistakes_are_named(overrides, fragment):

@@ -12,12 +12,30 @@ from helpers import wait_for
 
 
 def test_a_signal_only_records_the_request_and_a_second_one_has_its_default_effect():
+    """At a time limit SLURM signals every rank and srun forwards the signal again: two at once
+    are one request. A second one later (Ctrl-C twice) ends the process."""
+    script = textwrap.dedent(
+        """
+        import os, signal, sys, time
+        from dynalloc.runtime.faults import SAME_REQUEST_S, StopRequest
+        with StopRequest() as stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+            print(stop.requested, stop.signal_name, flush=True)
+            time.sleep(SAME_REQUEST_S + 0.1)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        """
+    )
+    done = run_python(script)
+    assert done.stdout == "True SIGTERM\n"
+    assert done.returncode == -signal.SIGTERM, done.stderr
+
+
+def test_the_handlers_are_restored_on_leaving():
     previous = signal.getsignal(signal.SIGTERM)
-    with StopRequest() as stop:
-        assert not stop.requested
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.requested and stop.signal_name == "SIGTERM"
-        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    with StopRequest():
+        assert signal.getsignal(signal.SIGTERM) != previous
     assert signal.getsignal(signal.SIGTERM) == previous
 
 

@@ -9,8 +9,10 @@ import itertools
 from pathlib import Path
 
 from dynalloc.core.policies import POLICIES
+from dynalloc.core.scenario import Scenario
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.model_spec import BUILTIN_MODELS, check_model
+from dynalloc.experiment.run_config import DEFAULTS, check_policy
 
 AXES = ("dataset", "model", "policy", "scenario", "ranks", "seed")
 COMPARED_BY = tuple(axis for axis in AXES if axis != "policy")  # runs compared with each other
@@ -147,13 +149,16 @@ def _expand(config, grid, where, models, python_path):
                     f"has {ranks} ranks"
                 )
         command, policy_spec = policy_config(policy, config["policies"][policy])
+        scenario_spec = scenario_config(scenario, config["scenarios"][scenario], ranks)
+        if command == "train":
+            check_run_policy(policy, policy_spec, scenario_spec, ranks, config["training"])
         labels = {"run": name, "dataset": dataset, "scenario": scenario, "policy": policy}
         run_config = {
             **config["training"],
             "dataset": str(results / "data" / dataset),
             "model": models.get(model, model),
             "policy": policy_spec,
-            "scenario": scenario_config(scenario, config["scenarios"][scenario], ranks),
+            "scenario": scenario_spec,
             "seed": seed,
             "labels": {**labels, "model": model} if model in models else labels,
         }
@@ -201,6 +206,16 @@ def policy_config(name, spec):
             f"{', '.join([*POLICIES, *BASELINES])} (or set kind:)"
         )
     return "train", {"name": kind, **params}
+
+
+def check_run_policy(name, policy, scenario, ranks, training):
+    """Make a run's policy now, so that a bad parameter stops the pipeline when it builds the
+    DAG, not once other runs have trained."""
+    config = {**DEFAULTS, **training, "policy": dict(policy)}
+    try:
+        check_policy(config, Scenario(ranks, **scenario))
+    except (DynallocError, ValueError) as error:
+        raise DynallocError(f"policies.{name}: {error}") from None
 
 
 def scenario_config(name, spec, ranks):

@@ -37,6 +37,7 @@ DEFAULTS = {
     "pin_cores": True,  # pin rank r to core r mod cores (then contention has a core to hit)
     "threads_per_rank": 1,  # OpenMP and MXNet engine threads of each rank
     "checkpoint": {"every": None, "keep": 2},  # every N iterations (and every epoch end); keep K
+    "stall_timeout": 60,  # seconds without progress that end the job (`runtime.stall`); null: off
     "labels": {},  # free-form names (dataset, scenario, run) that analysis reports carry along
     "python_path": [],  # directories searched first for a `model: {factory: ...}` module
     "script": None,  # the user's own training script (`dynalloc.runtime.recorder`), for `model`
@@ -117,6 +118,22 @@ def resolve(raw, ranks):
             "(the burners share the rank's pinned core)"
         )
 
+    check_policy(config, built)
+    _mapping(config, "optimizer")
+    _checkpoint(config)
+    _stall_timeout(config)
+    _script(config)
+    config["stream"] = check_stream(config["stream"])
+    labels = _mapping(config, "labels")
+    if not all(isinstance(k, str) and isinstance(v, str | int) for k, v in labels.items()):
+        raise DynallocError(f"config key 'labels' must map names to strings, got {labels!r}")
+    return config
+
+
+def check_policy(config, scenario):
+    """Make the run's policy once, so that a bad parameter is named before anything runs (the
+    pipeline calls it for every run when it builds the DAG); an `oracle` without speeds gets the
+    `scenario`'s (a core.scenario.Scenario)."""
     policy = _mapping(config, "policy")
     name = policy.get("name")
     if name not in POLICIES:
@@ -124,21 +141,14 @@ def resolve(raw, ranks):
             f"unknown policy {name!r} (policy.name); choose one of {', '.join(POLICIES)}"
         )
     if name == "oracle" and "speeds" not in policy:
-        if built.changes:
+        if scenario.changes:
             raise DynallocError("policy 'oracle' needs policy.speeds when scenario.changes is set")
-        policy["speeds"] = built.static_speeds()
+        policy["speeds"] = scenario.static_speeds()
+    ranks = scenario.ranks
     try:
         make_policy(policy, ranks, config["global_batch"], config["min_share"], config["max_share"])
     except ValueError as error:
         raise DynallocError(f"policy: {error}") from None
-    _mapping(config, "optimizer")
-    _checkpoint(config)
-    _script(config)
-    config["stream"] = check_stream(config["stream"])
-    labels = _mapping(config, "labels")
-    if not all(isinstance(k, str) and isinstance(v, str | int) for k, v in labels.items()):
-        raise DynallocError(f"config key 'labels' must map names to strings, got {labels!r}")
-    return config
 
 
 def total_iterations(config, batches_per_epoch):
@@ -168,6 +178,17 @@ def _checkpoint(config):
         raise DynallocError(
             f"config key 'checkpoint.{key}' must be an integer >= 1"
             f"{' or null' if optional else ''}, got {value!r}"
+        )
+
+
+def _stall_timeout(config):
+    value = config["stall_timeout"]
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf
+    ):
+        raise DynallocError(
+            f"config key 'stall_timeout' must be a number of seconds > 0, or null to turn stall "
+            f"detection off, got {value!r}"
         )
 
 

@@ -37,6 +37,7 @@ from dynalloc.experiment.run_config import load_config
 from dynalloc.runtime import checkpoint
 from dynalloc.runtime.baseline_worker import HOST, PARENT, STATIC, WORK
 from dynalloc.runtime.prepare import build, prepare
+from dynalloc.runtime.runlock import RunLock
 
 START_TIMEOUT_S = 180  # every worker joined the kvstore (four MXNet imports on a busy machine)
 EXIT_TIMEOUT_S = 60  # the processes still running once every worker finished its work
@@ -58,16 +59,21 @@ def run(args):
     build(setup)  # a bad model or optimizer fails here, not in R workers
     config = setup.config
     out = Path(args.out)
-    open_run_dir(out, config)
-    if name not in (None, "static"):
-        sys.stderr.write(f"dynalloc baseline: policy {name!r} ignored: dist_sync splits equally\n")
-    previous = signal.signal(signal.SIGTERM, _stop)
-    try:
-        with Launch(out, args.workers, config["threads_per_rank"]) as launch:
-            launch.wait()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    shutil.rmtree(out / WORK, ignore_errors=True)
+    with RunLock(out) as lock:  # one training per run directory, as for `dynalloc train`
+        if lock.note:
+            sys.stderr.write(f"dynalloc baseline: {lock.note}\n")
+        open_run_dir(out, config)
+        if name not in (None, "static"):
+            sys.stderr.write(
+                f"dynalloc baseline: policy {name!r} ignored: dist_sync splits equally\n"
+            )
+        previous = signal.signal(signal.SIGTERM, _stop)
+        try:
+            with Launch(out, args.workers, config["threads_per_rank"]) as launch:
+                launch.wait()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(out / WORK, ignore_errors=True)
     return 0
 
 

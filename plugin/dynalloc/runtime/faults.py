@@ -8,7 +8,11 @@ waiting forever. Three mechanisms prevent it:
   launcher, mpiexec or srun, ends the ranks on other hosts);
 - SIGTERM (a scheduler's time limit) or SIGINT only sets a flag: the ranks agree on it in the
   next iteration's timing exchange, finish that iteration, checkpoint and exit with
-  EXIT_STOPPED. A second signal has its default effect.
+  EXIT_STOPPED. A second signal has its default effect, unless it comes within SAME_REQUEST_S of
+  the first: at a time limit SLURM signals every rank and srun forwards the signal again, so a
+  rank gets two at once;
+- a stall (a node cut off, a rank that stopped without dying) ends every rank with EXIT_STALLED
+  (`dynalloc.runtime.stall`).
 """
 
 import os
@@ -22,7 +26,11 @@ from dynalloc.errors import DynallocError
 
 # sysexits' EX_TEMPFAIL: stopped on request after a checkpoint; running again resumes.
 EXIT_STOPPED = 75
+# sysexits' EX_UNAVAILABLE: peers stopped answering (`runtime.stall`); running again resumes from
+# the last checkpoint.
+EXIT_STALLED = 69
 EXIT_FAILED = 2
+SAME_REQUEST_S = 1.0  # signals this close together are one request (a launcher forwarding it)
 
 
 class Stopped(Exception):
@@ -42,7 +50,7 @@ class StopRequest:
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self):
-        self.signal_name = None
+        self.signal_name = self.when = None
         self.previous = {}
 
     def __enter__(self):
@@ -55,8 +63,12 @@ class StopRequest:
             signal.signal(number, handler)
 
     def _handle(self, number, frame):
-        self.signal_name = signal.Signals(number).name
-        signal.signal(number, signal.SIG_DFL)  # a second one stops at once
+        now = time.monotonic()
+        if self.signal_name is None:
+            self.signal_name, self.when = signal.Signals(number).name, now
+        elif now - self.when > SAME_REQUEST_S:  # a second request stops at once
+            signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
 
     @property
     def requested(self):

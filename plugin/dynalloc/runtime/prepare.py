@@ -92,12 +92,15 @@ def build(setup, **trainer_options):
     return net, trainer
 
 
-def eval_sums(net, loss_fn, feed, rank, ranks):
+def eval_sums(net, loss_fn, feed, rank, ranks, progress=None):
     """[summed loss, correct predictions] over rank's even slice of the test set; the sums of
-    all ranks give the test loss and accuracy."""
+    all ranks give the test loss and accuracy. `progress` is called after every batch (the
+    stall watch's beat: a long evaluation is not a stall)."""
     loss_sum = correct = 0.0
     for x, y in feed.test_batches(rank, ranks):
         out = net(x)
         loss_sum += float(loss_fn(out, y).sum().asscalar())
         correct += float((out.argmax(axis=1) == y).sum().asscalar())
+        if progress is not None:
+            progress()
     return [loss_sum, correct]

@@ -8,8 +8,9 @@ user's own script is another (README, "Your own training script";
 
 Rank 0 gathers every rank's rows and writes config.yaml, iterations.csv, epochs.csv,
 metrics.json, train.log and model.params atomically, and checkpoints through the same code, so
-`summarize`, `replay`, `compare`, the report and resume work on any such run. Failures end every
-rank as in `dynalloc train` (`runtime.faults`, `runtime.peerwatch`).
+`summarize`, `replay`, `compare`, the report and resume work on any such run. Rank 0 holds the
+run directory's lock for the whole run (`runtime.runlock`). Failures end every rank as in
+`dynalloc train` (`runtime.faults`, `runtime.peerwatch`, `runtime.stall`).
 """
 
 import logging
@@ -37,8 +38,11 @@ from dynalloc.runtime.faults import (
 )
 from dynalloc.runtime.feed import make_feed
 from dynalloc.runtime.gluon import DynamicBatch
+from dynalloc.runtime.job import report_stall
 from dynalloc.runtime.peerwatch import PeerWatch
 from dynalloc.runtime.prepare import eval_sums, prepare
+from dynalloc.runtime.runlock import RunLock
+from dynalloc.runtime.stall import StallWatch
 from dynalloc.runtime.train import CONFIG_VARIABLE, RUN_DIR_VARIABLE
 
 log = logging.getLogger(__name__)
@@ -78,7 +82,8 @@ class Recorder:
         self.feed = make_feed(self.setup, self.rank)  # after pinning: its threads share the core
         self.dyn = self.net = self.trainer = self.books = self.burners = None
         self.trained = None  # (epoch, losses, sizes, seconds) of the epoch last trained
-        self.watch = self.stop = None
+        self.watch = self.stop = self.stall = None
+        self.lock = RunLock(self.out)
 
     @classmethod
     def from_environment(cls):
@@ -96,24 +101,53 @@ class Recorder:
             fail(error)
 
     def __enter__(self):
-        opened = agree(
-            self.comm, lambda: resume.open_run_dir(self.out, self.config) if not self.rank else None
-        )
+        try:
+            opened = agree(self.comm, lambda: self._open() if not self.rank else None)
+        except DynallocError as error:
+            fail(error)
         self.resume, self.notes = self.comm.bcast(opened, root=0) or (None, [])
         self.identities = self.comm.allgather(identity())
         self.stop = StopRequest().__enter__()
         self.watch = PeerWatch(self.rank, self.identities).__enter__()
         self.watch.meet(self.comm.allgather(self.watch.pid))
+        self.stall = StallWatch(
+            self.comm,
+            self.identities,
+            self.config["stall_timeout"],
+            lambda: self.stop.when,
+            self._stalled,
+        )
         return self
 
+    def _open(self):
+        """Rank 0: the run directory, locked for the whole run before anything in it changes,
+        and the checkpoint to resume from."""
+        note = self.lock.acquire()
+        found, notes = resume.open_run_dir(self.out, self.config)
+        return found, [note, *notes] if note else notes
+
+    def _stalled(self):
+        """The stall watch's last act before this rank ends: every rank of the host ends now, so
+        none of them is lost to the peer watches; the job's supervisor hears of it."""
+        self.watch.disarm_host()
+        report_stall()
+
     def __exit__(self, kind, error, trace):
+        try:
+            return self._end(kind, error, trace)
+        finally:
+            self.lock.release()
+
+    def _end(self, kind, error, trace):
         self.stop.__exit__(kind, error, trace)
         self.feed.close()
         if self.burners:
             self.burners.stop()
         if kind is None or isinstance(error, Stopped | SharedError):
             self.watch.disarm()  # peers that exit after the barrier are done, not lost
-            self.comm.Barrier()
+            with self.stall.watching():
+                self.comm.Barrier()
+        self.stall.close()
         if kind is None:
             if self.books:
                 self.books.finish(self.net, self.dyn.policy.name)
@@ -175,7 +209,11 @@ class Recorder:
         """The steps of `epoch` still to train; each must be finished before the next. Writes a
         checkpoint every `checkpoint.every` iterations, and raises Stopped after one when a
         signal asked any rank to stop. Averages the non-trainable state at the epoch's end, so
-        that the evaluation sees one model."""
+        that the evaluation sees one model. The stall watch watches it all."""
+        with self.stall.watching():
+            yield from self._steps(epoch)
+
+    def _steps(self, epoch):
         start, progress = 0, ([], [], 0.0)
         if self.resume and self.resume["epoch"] == epoch:
             start, progress = self.resume["batch"], self.resume["epoch_progress"]
@@ -195,9 +233,10 @@ class Recorder:
             size = int(np.sum(step.shares))
             losses.append(step.loss)
             sizes.append(size)
+            done = self.dyn.iteration
+            self.stall.beat(done)
             if self.books:
                 self.books.progress.update(step.iteration, epoch, size, self.dyn.shares, step.loss)
-            done = self.dyn.iteration
             last = step.batch == last_batch or done >= total
             if self.dyn.stopping or (every and done % every == 0 and not last):
                 spent = elapsed + time.perf_counter() - began
@@ -219,8 +258,9 @@ class Recorder:
 
     def evaluate(self, net, loss_fn):
         """(test loss, test accuracy) of `net` on the staged test set, split over the ranks."""
-        sums = eval_sums(net, loss_fn, self.feed, self.rank, self.ranks)
-        loss_sum, correct = self.dyn.exchange.allsum(sums)
+        with self.stall.watching():
+            sums = eval_sums(net, loss_fn, self.feed, self.rank, self.ranks, self.stall.beat)
+            loss_sum, correct = self.dyn.exchange.allsum(sums)
         n = self.data.test_size
         return float(loss_sum / n), float(correct / n)
 
@@ -228,11 +268,12 @@ class Recorder:
         """Record the epoch just trained (its train loss comes from the steps) and checkpoint;
         the test figures must be the same on every rank."""
         epoch, losses, sizes, elapsed = self.trained
-        self.collect_rows()
-        if self.books:
-            train_loss = float(np.dot(losses, sizes) / sum(sizes))
-            self.books.epoch_done(epoch, elapsed, train_loss, test_loss, test_accuracy)
-        self.checkpoint(epoch + 1, 0, ([], [], 0.0))
+        with self.stall.watching():
+            self.collect_rows()
+            if self.books:
+                train_loss = float(np.dot(losses, sizes) / sum(sizes))
+                self.books.epoch_done(epoch, elapsed, train_loss, test_loss, test_accuracy)
+            self.checkpoint(epoch + 1, 0, ([], [], 0.0))
 
     def collect_rows(self):
         rows = self.dyn.exchange.gather_objects(self.dyn.rows)
@@ -264,4 +305,5 @@ class Recorder:
         if path is None:  # rank 0 failed and is aborting the job; wait for it
             self.comm.Barrier()
         resume.reseed(self.config, self.dyn.iteration)
+        self.stall.beat()
         return path

@@ -17,6 +17,7 @@ import sys
 from dynalloc.experiment.run_config import load_config, resolve
 from dynalloc.launcher import launcher_rank, launcher_size
 from dynalloc.runtime.contention import pin_rank
+from dynalloc.runtime.runlock import RunLock
 
 CONFIG_VARIABLE, RUN_DIR_VARIABLE = "DYNALLOC_CONFIG", "DYNALLOC_RUN_DIR"  # runtime.recorder's
 
@@ -31,6 +32,7 @@ def run(args):
     # environment, since launchers export their own (Snakemake sets OMP_NUM_THREADS to the job's
     # threads, which would make ranks sharing cores thrash). A script inherits both.
     config = resolve(load_config(args.config), launcher_size())
+    RunLock(args.out).check()  # a second training on the directory is refused before MXNet loads
     for variable in ("OMP_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS"):
         os.environ[variable] = str(config["threads_per_rank"])
     pin_rank(config, launcher_rank())

@@ -1,0 +1,165 @@
+"""Stall detection: a thread beside each rank that ends the job when the training stops making
+progress, naming the ranks that stopped answering.
+
+A blocking MPI collective has no timeout. When a node's link goes down, or a rank stops without
+dying (SIGSTOP, a hung driver), every other rank waits in its next collective for as long as TCP
+takes to give up (minutes) or forever: MPICH over UCX raises nothing, and the peer watch sees only
+processes that end on its own host. This thread watches the training's progress instead: the
+Recorder beats after every iteration, evaluation batch and checkpoint. When no beat comes within
+the bound, max(stall_timeout, FACTOR x the longest interval between two beats so far), the ranks
+have stalled. The bound is armed once the first iteration completed (nothing predicts MXNet's
+warm-up), and only while the Recorder's own code runs: a script's own code between epochs is not
+watched. Once a signal asked the ranks to stop, they agree on it in the next iteration; when that
+iteration does not complete within STOP_FACTOR x the longest interval (at least STOP_FLOOR_S), a
+peer is gone (srun's --kill-on-bad-exit signals the survivors of a lost rank), and waiting the
+whole bound would only delay the end.
+
+On a stall each rank's thread sends every other rank the number of iterations it completed (on a
+duplicate of the communicator, whose receives were posted at the start: nothing is sent while all
+is well), waits ANSWER_S for theirs, and the lowest rank that still hears from any (or is alone)
+prints one line naming the silent ranks. Then every rank ends with EXIT_STALLED. None writes a
+checkpoint: that takes every rank's state, and MPI offers no way out of a blocked collective; the
+rerun resumes from the last checkpoint (`checkpoint.every` bounds what is lost).
+"""
+
+import contextlib
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from dynalloc.runtime.faults import EXIT_STALLED
+
+FACTOR = 10  # the bound over the longest interval between two signs of progress
+STOP_FACTOR, STOP_FLOOR_S = 3, 5.0  # the bound once a stop was requested
+ANSWER_S = 2.0  # how long a stalled rank waits for the others' answers
+POLL_S = 0.2  # how often the thread looks at the clock
+TAG = 17
+
+
+def stall_bound(timeout, longest, stopping=False):
+    """Seconds without progress that mean a stall: `timeout` (stall_timeout) or FACTOR times the
+    `longest` interval between two beats, whichever is larger; shorter once a stop was
+    requested. None while nothing has been measured yet (before the first iteration)."""
+    if longest is None:
+        return None
+    bound = max(timeout, FACTOR * longest)
+    return min(bound, max(STOP_FLOOR_S, STOP_FACTOR * longest)) if stopping else bound
+
+
+class StallWatch:
+    """The stall watch of one rank. Collective to create (it duplicates `comm`); `beat()` after
+    every sign of progress, `watching()` around the code it watches, `close()` at the end.
+
+    identities: every rank's (host, pid), for the line. timeout: stall_timeout (seconds; None
+    turns the watch off). stop_time: a callable, the time.monotonic() at which a signal asked
+    this rank to stop, or None. on_stall: called once the line is written, before the rank ends
+    (to stand down the host's peer watches and tell the job's supervisor)."""
+
+    def __init__(self, comm, identities, timeout, stop_time, on_stall):
+        self.identities, self.timeout = identities, timeout
+        self.stop_time, self.on_stall = stop_time, on_stall
+        self.iterations = 0  # completed, as the Recorder counts them
+        self.armed = 0
+        self.last = self.longest = None
+        self.closed = threading.Event()
+        self.thread = None
+        if timeout is None:
+            return
+        # The receives stay posted for the whole run (MPI_Finalize does not mind them).
+        self.comm = comm.Dup()
+        self.rank, size = self.comm.Get_rank(), self.comm.Get_size()
+        self.peers = [r for r in range(size) if r != self.rank]
+        self.inbox = np.full(size, -1, dtype=np.int64)
+        self.receives = {
+            r: self.comm.Irecv(self.inbox[r : r + 1], source=r, tag=TAG) for r in self.peers
+        }
+        self.thread = threading.Thread(target=self._watch, name="stall-watch", daemon=True)
+        self.thread.start()
+
+    @contextlib.contextmanager
+    def watching(self):
+        """Watch the enclosed code; an interval starts afresh on entering."""
+        self.armed += 1
+        self.last = time.monotonic()
+        try:
+            yield
+        finally:
+            self.armed -= 1
+
+    def beat(self, iterations=None):
+        """A sign of progress (`iterations`: the iterations completed so far, when it changed)."""
+        now = time.monotonic()
+        if self.armed and self.last is not None:
+            self.longest = max(self.longest or 0.0, now - self.last)
+        self.last = now
+        if iterations is not None:
+            self.iterations = iterations
+
+    def close(self):
+        """Stop watching: the run ended, or fails in a way that ends it anyway."""
+        self.closed.set()
+        if self.thread is not None:
+            self.thread.join(ANSWER_S + 6.0)
+
+    def _watch(self):
+        while not self.closed.wait(POLL_S):
+            now, last, asked = time.monotonic(), self.last, self.stop_time()
+            stopping = asked is not None and last is not None and asked >= last
+            bound = stall_bound(self.timeout, self.longest, stopping)
+            if self.armed and bound is not None and now - last > bound:
+                self._stalled(now - last, bound)
+
+    def _stalled(self, waited, bound):
+        heard = self._answers()
+        if self.rank == min([self.rank, *heard]):
+            sys.stderr.write(self.describe(waited, bound, heard) + "\n")
+            sys.stderr.flush()
+        if not self.closed.is_set():  # the run did not end meanwhile
+            self.on_stall()
+            os._exit(EXIT_STALLED)
+
+    def _answers(self):
+        """{rank: iterations completed} of the peers that answered within ANSWER_S. The
+        exchange runs in a thread of its own: an MPI library that never returns must not keep
+        this rank from ending."""
+        heard = {}
+
+        def exchange():
+            mine = np.array([self.iterations], dtype=np.int64)
+            sends = [self.comm.Isend(mine, dest=r, tag=TAG) for r in self.peers]
+            deadline = time.monotonic() + ANSWER_S
+            while time.monotonic() < deadline and len(heard) < len(self.peers):
+                for r, request in self.receives.items():
+                    if r not in heard and request.Test():
+                        heard[r] = int(self.inbox[r])
+                time.sleep(0.05)
+            del sends  # small messages: sent eagerly, nothing to wait for
+
+        helper = threading.Thread(target=exchange, daemon=True)
+        helper.start()
+        helper.join(ANSWER_S + 5.0)
+        return dict(heard)
+
+    def describe(self, waited, bound, heard):
+        """The one line: how long nothing progressed, and which ranks stopped answering."""
+        silent = [r for r in self.peers if r not in heard]
+        if silent:
+            named = ", ".join(
+                f"{r} (pid {self.identities[r][1]} on {self.identities[r][0]})" for r in silent
+            )
+            who = f"rank{'s' if len(silent) > 1 else ''} {named} stopped answering"
+        else:
+            behind = sorted(r for r, done in heard.items() if done < self.iterations)
+            who = (
+                f"every rank answered; behind the others: {', '.join(map(str, behind))}"
+                if behind
+                else "every rank answered: one is stuck outside MPI (a hung read, a library call)"
+            )
+        return (
+            f"dynalloc train: error: rank {self.rank}: no progress for {waited:.1f} s after "
+            f"iteration {self.iterations} (stall bound {bound:.1f} s): {who}; ending the job "
+            f"(exit {EXIT_STALLED}); rerun to resume from the last checkpoint"
+        )
