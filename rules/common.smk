@@ -1,7 +1,9 @@
 # Helpers shared by the rules: the expanded grid, paths, and the two environments' commands.
 import json
 import os
+import re
 import shlex
+import socket
 import sys
 from pathlib import Path
 
@@ -28,6 +30,14 @@ if not (TRAIN_PYTHON.is_file() and os.access(TRAIN_PYTHON, os.X_OK)):
         "run `make setup` or point train_python at the training environment's python"
     )
 TRAIN_DYNALLOC = f"{shlex.quote(str(TRAIN_PYTHON))} -m dynalloc.cli"
+# Whom a training job must not outlive (runtime/job.py): this snakemake. Inside a SLURM job the
+# Snakefile is read again by the job's own snakemake, which then puts itself here.
+os.environ["DYNALLOC_SNAKEMAKE"] = f"{os.getpid()}@{socket.gethostname()}"
+# Attempts after the first of a training run, which runtime/job.py lets start only after a stop
+# or a stall: a run stopped at a time limit three times in a row needs a longer runtime.
+TRAIN_RETRIES = 3
+# The runs of one rank, which train_one_rank trains without MPI (a regular expression).
+ONE_RANK_RUNS = "|".join(re.escape(n) for n, run in RUNS.items() if run["ranks"] == 1) or "(?!)"
 # Analysis runs in this (the workflow) environment.
 WORKFLOW_DYNALLOC = f"{shlex.quote(sys.executable)} -m dynalloc.cli"
 
@@ -41,11 +51,13 @@ def run_json(wildcards):
 
 
 def launch_command(wildcards, resources):
-    """R MPI ranks through the profile's launcher (`mpi`), or for a `dist_sync` run
-    `dynalloc baseline`, which starts MXNet's parameter server itself."""
+    """R MPI ranks through the profile's launcher (`mpi`), one rank without it, or for
+    a `dist_sync` run `dynalloc baseline`, which starts MXNet's parameter server."""
     run = RUNS[wildcards.run]
     if run["command"] == "baseline":
         return f"{TRAIN_DYNALLOC} baseline --workers {run['ranks']}"
+    if run["ranks"] == 1:
+        return f"{TRAIN_DYNALLOC} train"
     return f"{resources.mpi} -n {run['ranks']} {TRAIN_DYNALLOC} train"
 
 

@@ -17,7 +17,10 @@ rule run_config:
 
 # An MPI job of R ranks; the launcher is the `mpi` resource, set by the profile
 # (the training env's mpiexec locally, `srun --mpi=pmi2` on SLURM). A `dist_sync` run is
-# MXNet's parameter server on R workers instead (launch_command).
+# MXNet's parameter server on R workers instead (launch_command). runtime.job supervises each
+# attempt: it stops the training when snakemake dies, and lets a retry start only after a stop
+# (exit 75: a time limit, a preemption) or a stall (exit 69), which the rerun resumes from its
+# checkpoint; any other failure is not retried (runtime/job.py).
 rule train:
     input:
         config=f"{RESULTS}/runs/{{run}}/run.yaml",
@@ -34,15 +37,32 @@ rule train:
     # The runs compared with each other follow one another (grid.compared_together); their
     # run_config jobs share the priority, so none of them lets a later train job go first.
     priority: run_priority
+    retries: TRAIN_RETRIES
     conda:
         "../envs/train.yaml"
     threads: run_ranks
     resources:
         tasks=run_ranks,
         mpi="mpiexec",
+        attempt=lambda wildcards, attempt: attempt,
     params:
+        job=f"{shlex.quote(str(TRAIN_PYTHON))} -m dynalloc.runtime.job",
         launch=launch_command,
         ranks=run_ranks,
         out=lambda w: f"{run_dir(w.run)}/train",
+        status=lambda w: f"{RESULTS}/logs/train/{w.run}.status",
     shell:
+        "{params.job} --attempt {resources.attempt} --log {log} --status {params.status} -- "
         "{params.launch} --config {input.config} --out {params.out} > {log} 2>&1"
+
+
+# A run of one rank is no MPI job (the SLURM executor plugin refuses an MPI job of one task):
+# one task, trained without a launcher.
+ruleorder: train_one_rank > train
+
+
+use rule train as train_one_rank with:
+    wildcard_constraints:
+        run=ONE_RANK_RUNS,
+    resources:
+        attempt=lambda wildcards, attempt: attempt,
