@@ -5,19 +5,26 @@ What each part comes from, in `iterations.csv` after the first iteration (MXNet'
 - A rank's own speed: its busy time (`compute_s + data_s`, what the policies balance) divided by
   the emulated `slowdown` the row ran under; the run's scenario (config.yaml) is carried over as
   the groups' slowdowns, so a fitted file replays them over time.
-- Its affine cost `a + c b`: least squares of its own times against its shares, on the rows of
-  shares it had computed before (a new share pays MXNet's memory planning once, `new_shape`).
-  A run that never moved its shares (`static`, or `adaptive` on identical ranks) leaves one share
-  per rank, plus the epoch's smaller last batch; then one intercept fraction is pooled across the
-  ranks from those last batches, corrected for the new shape they are.
+- Its affine cost `a + c b`: the rank's mean time over its mean share (on the rows of shares it
+  had computed before: a new share pays MXNet's memory planning once, `new_shape`), split into
+  intercept and per-sample cost by one intercept fraction for all ranks, fitted by least squares
+  to every rank's times against its shares, each over its means. Why one fraction: a rank's own
+  shares move too little to tell its intercept from its slope (measured on the bench's adaptive
+  runs: slopes of 0.1 to 5 ms a sample for one LeNet), while the emulated slowdowns and a kind of
+  node scale a rank's whole cost. A run that never moved its shares (`static`, or `adaptive` on
+  identical ranks) has only the epochs' smaller last batches to tell the fraction, most of them
+  new shapes, divided by 1 + DEFAULT_NEW_SHAPE.
 - Noise: the spread of the log residuals once each iteration's mean over the ranks is removed. A
   slowdown that all ranks share (the machine's other load) makes no rank wait and moves no
   policy (each divides it out), so only what differs between ranks is modelled.
 - The exchange: each iteration's smallest `sync_s`, the last-arriving rank's, which waits for no
   one: the Allreduce itself. The overhead: `iteration_s` less the slowest busy time and the
   exchange (the optimizer's step, the timings' allgather).
-- `new_shape`: the median excess, over the affine fit, of a rank's first computation of a share
+- `new_shape`: the median excess, over the fitted cost, of a rank's first computation of a share
   (runs that move shares); runs that never move fall back to DEFAULT_NEW_SHAPE.
+
+What it cannot see: ranks that share a core (four ranks on the two cores here) slow each other
+by how long each computes, which the shares move; it takes each rank as independent.
 """
 
 from pathlib import Path
@@ -38,6 +45,9 @@ from dynalloc.fsutil import atomic_write
 # (benchmarks/new_shape.py); used when a run shows no new share outside its last batches.
 DEFAULT_NEW_SHAPE = 0.07
 MIN_NEW_ROWS = 4  # first computations of a share needed to measure new_shape from a run
+# The spread of the shares seen before (over each rank's mean) from which they tell the intercept
+# from the per-sample cost; below it, only the epochs' last batches differ.
+MIN_SPREAD = 0.05
 
 
 def rows(run):
@@ -98,7 +108,7 @@ def fit(run_dir):
         group = {
             "name": f"rank{rank}",
             "count": 1,
-            "cost": {"intercept_s": a, "per_sample_s": c},
+            "cost": {"intercept_s": float(a), "per_sample_s": float(c)},
             "noise": noise,
             "slowdown": scenario.slowdown[rank],
             "jitter": scenario.jitter,
@@ -122,9 +132,9 @@ def fit(run_dir):
         "network": {"exchange_s": float(totals["exchange"].mean())},
         "groups": groups,
     }
-    if config.get("iterations") is None:  # whole epochs: their size, and their last batch
-        first = run.iterations["epoch"] == run.iterations["epoch"].min()
-        spec["dataset_size"] = int(run.iterations.loc[first, "batch_size"].sum())
+    epochs = run.iterations["epoch"]
+    if config.get("iterations") is None or epochs.nunique() > 1:  # a whole epoch: its size
+        spec["dataset_size"] = int(run.iterations.loc[epochs == epochs.min(), "batch_size"].sum())
     if changes:
         spec["changes"] = changes
     return spec
@@ -136,50 +146,37 @@ def _scenario_keys(scenario):
 
 
 def _costs(table, ranks):
-    """Per rank (a, c), and the new-shape fraction."""
+    """Per rank (a, c), and the new-shape fraction: each rank's mean time over its mean share
+    (of the shares it had seen before) split by one intercept fraction for all ranks."""
     seen = table[~table["new"]]
-    spread = seen.groupby("rank")["batch_size"].agg(lambda b: b.max() - b.min())
-    moved = len(spread) == ranks and bool((spread >= 0.1 * seen["batch_size"].median()).all())
-    if moved:
-        costs = {r: _affine(g["batch_size"], g["own"]) for r, g in seen.groupby("rank")}
-        firsts = table[table["new"]]
-        new_shape = DEFAULT_NEW_SHAPE
-        if len(firsts) >= MIN_NEW_ROWS:
-            a = firsts["rank"].map(lambda r: costs[r][0])
-            c = firsts["rank"].map(lambda r: costs[r][1])
-            excess = firsts["own"] / (a + c * firsts["batch_size"])
-            new_shape = max(float(np.median(excess)) - 1.0, 0.0)
-        return costs, new_shape
-    return _pooled(table, ranks), DEFAULT_NEW_SHAPE
+    share = seen.groupby("rank")["batch_size"].mean()
+    level = seen.groupby("rank")["own"].mean()
+    if len(share) < ranks:
+        raise DynallocError("a rank has no iteration at a share it computed before: nothing to fit")
+    x = table["batch_size"] / table["rank"].map(share)  # share and time over the rank's means
+    y = table["own"] / table["rank"].map(level)
+    moved = float(x[~table["new"]].std()) >= MIN_SPREAD if len(seen) > 1 else False
+    new_shape = DEFAULT_NEW_SHAPE
+    if moved:  # the shares the ranks had seen before tell the fraction; the new ones, new_shape
+        fraction = _fraction(x[~table["new"]], y[~table["new"]])
+        new = table["new"]
+        if new.sum() >= MIN_NEW_ROWS:
+            excess = y[new] / (fraction + (1 - fraction) * x[new])
+            new_shape = max(float(excess.median()) - 1.0, 0.0)
+    else:  # only the epochs' last batches differ, most of them new shapes
+        fraction = _fraction(x, y / (1 + DEFAULT_NEW_SHAPE * table["new"]))
+    return {
+        r: (fraction * level[r], (1 - fraction) * level[r] / share[r]) for r in range(ranks)
+    }, new_shape
 
 
-def _affine(shares, seconds):
-    """Least-squares (a, c) of seconds = a + c * share, the intercept held at 0 or above (a
-    negative one predicts negative times for small shares)."""
-    b, t = np.asarray(shares, float), np.asarray(seconds, float)
-    c, a = np.polyfit(b, t, 1)
-    if a < 0 or c <= 0:
-        a, c = 0.0, float(b @ t / (b @ b))
-    return float(a), float(c)
-
-
-def _pooled(table, ranks):
-    """(a, c) per rank from runs whose shares stayed put: each rank's mean time at its usual
-    share, split into intercept and per-sample parts by one intercept fraction pooled from the
-    ranks' last-batch times (taken as new shapes: divided by 1 + DEFAULT_NEW_SHAPE)."""
-    usual = table.groupby("rank")["batch_size"].agg(lambda b: b.mode().iloc[0])
-    level = {
-        r: float(g.loc[g["batch_size"] == usual[r], "own"].mean()) for r, g in table.groupby("rank")
-    }
-    other = table[table["batch_size"] != table["rank"].map(usual)]
-    fractions = []
-    for _, row in other.iterrows():
-        full, share = level[row["rank"]], usual[row["rank"]]
-        x = row["batch_size"] / share
-        observed = row["own"] / (1 + DEFAULT_NEW_SHAPE) / full
-        fractions.append((observed - x) / (1 - x))  # observed = f + (1 - f) x
-    fraction = float(np.clip(np.median(fractions), 0.0, 0.9)) if fractions else 0.0
-    return {r: (fraction * level[r], (1 - fraction) * level[r] / usual[r]) for r in range(ranks)}
+def _fraction(x, y):
+    """The intercept fraction f of y = f + (1 - f) x by least squares (x, y: share and time
+    over their means), within [0, 0.9]; 0 where the shares never differ."""
+    lever = 1.0 - x
+    if float((lever**2).sum()) == 0.0:
+        return 0.0
+    return float(np.clip(((y - x) * lever).sum() / (lever**2).sum(), 0.0, 0.9))
 
 
 def _noise(table, costs):
