@@ -48,7 +48,7 @@ def bad_file(tmp_path, text):
     "argv, message",
     [
         ([], "give a cluster file, or --fit RUN_DIR"),
-        (["missing.yaml"], "cannot read cluster file missing.yaml"),
+        (["missing.yaml"], "cannot read config missing.yaml"),
         ([EXAMPLE, "--save-fit", "x.yaml"], "--save-fit needs --fit RUN_DIR"),
         ([EXAMPLE, "--policies", "oracle"], "oracle needs the speeds in advance"),
         ([EXAMPLE, "--policies", "fastest"], "unknown policy 'fastest'"),

@@ -14,16 +14,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from dynalloc.analysis import fit, planplots
 from dynalloc.analysis.compare import table_page
-from dynalloc.analysis.replay import parse_params
+from dynalloc.analysis.replay import add_policy_arguments, parse_params
 from dynalloc.analysis.runs import load_run
 from dynalloc.core.cluster import parse_cluster
-from dynalloc.core.policies import REPLAYABLE, make_policy
+from dynalloc.core.policies import make_policy
 from dynalloc.core.simulate import Optimum, project
 from dynalloc.errors import DynallocError
+from dynalloc.experiment.run_config import load_config
 from dynalloc.fsutil import atomic_write
 
 COLUMNS = ("cluster", "sweep", "value", "ranks", "global_batch", "iterations", "policy", "mean_s",
@@ -47,14 +47,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--save-fit", type=Path, metavar="FILE", help="write the fitted cluster file here"
     )
-    parser.add_argument(
-        "--policies", nargs="+", default=list(REPLAYABLE), metavar="NAME",
-        help=f"the policies to drive (default: {' '.join(REPLAYABLE)}); static is always one",
-    )  # fmt: skip
-    parser.add_argument(
-        "--param", action="append", default=[], metavar="POLICY.KEY=VALUE",
-        help="a policy parameter, e.g. adaptive.dead_band=0.03 (repeatable)",
-    )  # fmt: skip
+    add_policy_arguments(parser, "drive (static always)")
     parser.add_argument(
         "--sizes", nargs="+", type=float, default=[], metavar="FACTOR",
         help="also each group's count times each factor, e.g. 1 8 64",
@@ -120,15 +113,7 @@ def shown(value):
 
 def load_cluster(path):
     """The Cluster in the cluster file `path`; DynallocError names the file and the key."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            spec = yaml.safe_load(handle)
-    except OSError as error:
-        raise DynallocError(f"cannot read cluster file {path}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        line = str(error).splitlines()[0]
-        raise DynallocError(f"cluster file {path} is not valid YAML: {line}") from None
-    return checked(spec, f"cluster file {path}")
+    return checked(load_config(path), f"cluster file {path}")
 
 
 def checked(spec, where):

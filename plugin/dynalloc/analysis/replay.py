@@ -26,20 +26,25 @@ def add_arguments(parser):
         "--run-dir", nargs="+", required=True, type=Path, metavar="DIR",
         help="runs made by dynalloc train (any policy)",
     )  # fmt: skip
-    parser.add_argument(
-        "--policies", nargs="+", default=list(REPLAYABLE), metavar="NAME",
-        help=f"the policies to replay (default: {' '.join(REPLAYABLE)})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--param", action="append", default=[], metavar="POLICY.KEY=VALUE",
-        help="a policy parameter, e.g. adaptive.dead_band=0.03 (repeatable)",
-    )  # fmt: skip
+    add_policy_arguments(parser, "replay")
     parser.add_argument(
         "--new-shape", type=float, default=0.0, metavar="FRACTION",
         help="what a share new to a rank costs, as a fraction of its time, once (default 0; "
         "LeNet on a CPU: 0.04-0.11, benchmarks/new_shape.py)",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, help="also write the rows here (CSV)")
+
+
+def add_policy_arguments(parser, verb):
+    """--policies and --param, which `parse_params` reads (replay and simulate take both)."""
+    parser.add_argument(
+        "--policies", nargs="+", default=list(REPLAYABLE), metavar="NAME",
+        help=f"the policies to {verb} (default: {' '.join(REPLAYABLE)})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="POLICY.KEY=VALUE",
+        help="a policy parameter, e.g. adaptive.dead_band=0.03 (repeatable)",
+    )  # fmt: skip
 
 
 def parse_params(items, policies):
