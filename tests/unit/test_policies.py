@@ -386,9 +386,8 @@ def test_adaptive_survives_shares_driven_to_the_minimum():
     for iteration, (shares, seconds) in enumerate(trace, start=1):
         shares = policy.update(shares, seconds, iteration, 0)
         assert shares.sum() == 64 and shares.min() >= 1, shares
-    for model in policy.models:
-        a, c = model.coefficients()
-        assert np.isfinite(a) and c > 0 and model.sums[3] > 0
+    a, c = policy.models.coefficients()
+    assert np.all(np.isfinite(a)) and np.all(c > 0) and np.all(policy.models.sums[3] > 0)
 
 
 def test_adaptive_with_a_zero_change_threshold_runs():

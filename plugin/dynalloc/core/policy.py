@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from dynalloc.core.shares import check_bounds, equal_shares, proportional_shares
+from dynalloc.core.shares import equal_shares, proportional_shares, share_bounds
 
 
 class Policy:
@@ -27,7 +27,8 @@ class Policy:
     name = ""
 
     def __init__(self, ranks, global_batch, min_share=1, max_share=None):
-        check_bounds(ranks, global_batch, min_share, max_share)
+        # Checked once: the policy splits after every iteration.
+        self.bounds = share_bounds(ranks, global_batch, min_share, max_share)
         self.ranks, self.global_batch = ranks, global_batch
         self.min_share, self.max_share = min_share, max_share
         self.shares = self.initial_shares()
@@ -37,9 +38,7 @@ class Policy:
         return equal_shares(self.ranks, self.global_batch, self.min_share, self.max_share)
 
     def split(self, weights_or_costs):
-        return proportional_shares(
-            weights_or_costs, self.global_batch, self.min_share, self.max_share
-        )
+        return proportional_shares(weights_or_costs, self.global_batch, bounds=self.bounds)
 
     def update(self, shares, compute_s, iteration, epoch):
         """Next shares of the global batch after an iteration that used `shares`.
@@ -51,7 +50,7 @@ class Policy:
         seconds = np.asarray(compute_s, dtype=float)
         if shares.shape != (self.ranks,) or seconds.shape != (self.ranks,):
             raise ValueError(f"expected {self.ranks} shares and times, got {shares} and {seconds}")
-        if not np.all(np.isfinite(seconds) & (seconds > 0)):
+        if not (np.isfinite(seconds) & (seconds > 0)).all():
             if not self._warned:
                 warnings.warn(
                     f"{self.name}: unusable compute times {seconds.tolist()} at iteration "

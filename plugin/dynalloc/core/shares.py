@@ -9,10 +9,12 @@ Each bound is one number for all ranks or a sequence of one per rank (a node wit
 gets a lower `max_share`; a `None` entry leaves that rank uncapped).
 """
 
-import heapq
 import numbers
 
 import numpy as np
+
+ONE_AT_A_TIME = 16  # up to this many last samples are handed out one by one (`cheapest_units`)
+LEVELS_PER_PASS = 128  # bisection levels x ranks evaluated per array pass (`water_level`)
 
 
 def per_rank(name, value, ranks, optional=False):
@@ -78,12 +80,14 @@ def check_bounds(ranks, global_batch, min_share=1, max_share=None):
     share_bounds(ranks, global_batch, min_share, max_share)
 
 
-def minmax_shares(intercepts, slopes, global_batch, min_share=1, max_share=None):
+def minmax_shares(intercepts, slopes, global_batch, min_share=1, max_share=None, *, bounds=None):
     """Integer shares minimising `max_r intercepts[r] + slopes[r] * shares[r]` exactly.
 
     Shares sum to `global_batch` and lie in `[min_share, max_share]` (each bound one number for
     all ranks or one per rank, `share_bounds`). Ties go to the lower rank, so every rank computes
-    the same answer from the same numbers.
+    the same answer from the same numbers. `bounds`: the (low, high) arrays that `share_bounds`
+    gave for these ranks and bounds, so that a policy, which splits after every iteration, checks
+    its bounds once.
 
     >>> minmax_shares([0.0, 0.0], [1.0, 3.0], 8).tolist()
     [6, 2]
@@ -93,48 +97,104 @@ def minmax_shares(intercepts, slopes, global_batch, min_share=1, max_share=None)
     ranks = len(a)
     if a.shape != (ranks,) or c.shape != (ranks,):
         raise ValueError(f"need one intercept and one slope per rank, got {a.shape} and {c.shape}")
-    lo, hi = share_bounds(ranks, global_batch, min_share, max_share)
-    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(c)) and np.all(c > 0)):
+    if bounds is None:
+        bounds = share_bounds(ranks, global_batch, min_share, max_share)
+    lo, hi = bounds
+    if not (np.isfinite(a) & np.isfinite(c) & (c > 0)).all():
         raise ValueError("cost model needs finite intercepts and positive finite slopes")
 
-    def units_within(level):
-        # The most samples each rank can take without exceeding `level` (inputs are finite).
-        return np.minimum(np.maximum(np.floor((level - a) / c), lo), hi)
+    # The water level at which the ranks can take just under B samples; the remaining units
+    # then go out greedily: from any level at or below the optimum's, the greedy step is exact
+    # for increasing costs.
+    # The bounds as floats, like the costs: a ufunc of float64 and int64 arrays costs several
+    # times one of two float64 arrays on the few ranks of most runs (NumPy's type resolution).
+    flo, fhi = lo.astype(float), hi.astype(float)
+    low = water_level(a, c, global_batch, flo, fhi)
+    shares = np.minimum(np.maximum(np.floor((low - a) / c), flo), fhi).astype(np.int64)
+    return shares + cheapest_units(a, c, shares, hi, global_batch - int(shares.sum()))
 
-    # Bisect for a water level at which the ranks can take just under B samples, then hand out
-    # the remaining units greedily: from any level at or below the optimum's, the greedy step is
-    # exact for increasing costs, so the bisection stops once fewer than `ranks` units remain
-    # (a dozen halvings; this runs on every rank after every iteration).
-    low = float(np.min(a + c * lo))
-    high = float(np.max(a + c * hi))
+
+def water_level(a, c, global_batch, lo, hi):
+    """A level at which the ranks, each taking the most samples whose cost `a + c b` stays
+    within it (and within [lo, hi]), take at most `global_batch` and fewer than `ranks` less:
+    a bisection that stops there (a dozen halvings; this runs on every rank after every
+    iteration)."""
+    ranks = len(a)
+    low = float((a + c * lo).min())
+    high = float((a + c * hi).max())
     for _ in range(200):
         mid = 0.5 * (low + high)
         if mid in (low, high):
             break
-        taken = units_within(mid).sum()
+        taken = np.minimum(np.maximum(np.floor((mid - a) / c), lo), hi).sum()
         if taken <= global_batch:
             low = mid
             if taken >= global_batch - ranks:
                 break
         else:
             high = mid
-    shares = units_within(low).astype(np.int64)
-    heap = [(a[r] + c[r] * (shares[r] + 1), r) for r in range(ranks) if shares[r] < hi[r]]
-    heapq.heapify(heap)
-    for _ in range(global_batch - int(shares.sum())):
-        _, r = heapq.heappop(heap)
-        shares[r] += 1
-        if shares[r] < hi[r]:
-            heapq.heappush(heap, (a[r] + c[r] * (shares[r] + 1), r))
-    return shares
+    return low
 
 
-def proportional_shares(weights, global_batch, min_share=1, max_share=None):
-    """Integer shares as close to proportional to `weights` as the bounds allow."""
+def cheapest_units(a, c, shares, high, units):
+    """Per rank, how many of `units` more samples it gets when they are handed out one at a time,
+    each to the rank whose next one costs least (ties to the lower rank): the greedy step of
+    `minmax_shares`. A few are handed out so, one at a time; many in a few array passes, which
+    cost more to set up but not per sample (it is up to one per rank, and thousands of ranks
+    run this after every iteration).
+
+    Rank r's j-th further sample costs `a_r + c_r (shares_r + j)`, rising with j, so the greedy
+    takes the `units` cheapest (cost, rank) pairs of all ranks' further samples. Each of them
+    costs at most the `units`-th cheapest first sample, below which rank r has about
+    `floor((level - a_r) / c_r) - shares_r` samples: those are listed, no more than its room or
+    `units`, and the cheapest `units` of the list are taken. The list is complete when every
+    rank's first sample left off comes after the last one taken; where the floor's rounding
+    failed that (costs flat to the last bits), each rank lists a growing slack more.
+    """
+    taken = np.zeros(len(shares), dtype=np.int64)
+    room = np.minimum(high - shares, max(units, 0))
+    if units <= ONE_AT_A_TIME:
+        cost = np.where(room > 0, a + c * (shares + 1), np.inf)
+        for _ in range(units):
+            r = int(np.argmin(cost))  # the first of equal costs: the lowest rank
+            taken[r] += 1
+            more = taken[r] < room[r]
+            cost[r] = a[r] + c[r] * (shares[r] + taken[r] + 1) if more else np.inf
+        return taken
+    first = np.where(room > 0, a + c * (shares + 1), np.inf)
+    level = np.partition(first, min(units, len(first)) - 1)[min(units, len(first)) - 1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        below = np.floor((level - a) / c) - shares  # inf where every rank's room is needed
+    slack = 0
+    while True:
+        listed = np.minimum(np.maximum(below + slack, 0), room).astype(np.int64)
+        owner = np.repeat(np.arange(len(shares)), listed)
+        step = np.arange(owner.size) - np.repeat(np.cumsum(listed) - listed, listed) + 1
+        cost = a[owner] + c[owner] * (shares[owner] + step)
+        if owner.size >= units:
+            kth = np.partition(cost, units - 1)[units - 1]
+            cheaper = np.flatnonzero(cost < kth)
+            tied = np.flatnonzero(cost == kth)[: units - cheaper.size]
+            chosen = owner[np.concatenate([cheaper, tied])]
+            # Complete when each rank's next sample beyond its list, if it has one, comes
+            # after the last one taken.
+            after = a + c * (shares + listed + 1)
+            last = owner[tied[-1]]
+            later = (after > kth) | ((after == kth) & (np.arange(len(shares)) >= last))
+            if (later | (listed == room)).all():
+                return np.bincount(chosen, minlength=len(shares))
+        slack = 8 * slack or 1
+
+
+def proportional_shares(weights, global_batch, min_share=1, max_share=None, *, bounds=None):
+    """Integer shares as close to proportional to `weights` as the bounds allow (`bounds` as in
+    `minmax_shares`)."""
     w = np.asarray(weights, dtype=float)
-    if not (np.all(np.isfinite(w)) and np.all(w > 0)):
+    if not (np.isfinite(w).all() and (w > 0).all()):
         raise ValueError(f"weights must be positive and finite, got {w.tolist()}")
-    return minmax_shares(np.zeros_like(w), 1.0 / w, global_batch, min_share, max_share)
+    return minmax_shares(
+        np.zeros_like(w), 1.0 / w, global_batch, min_share, max_share, bounds=bounds
+    )
 
 
 def equal_shares(ranks, global_batch, min_share=1, max_share=None):
