@@ -48,6 +48,9 @@ def plot_speedup(rows, x, label, log, path):
             ax.plot(line[x], line["speedup"], marker="o", ms=3, label=policy, **look)
         if log:
             ax.set_xscale("log", base=2)
+            ticks = sorted(mine[x].unique())
+            ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
+            ax.minorticks_off()
         ax.set(title=cluster, xlabel=label, ylabel="speedup over static")
         ax.grid(alpha=0.3)
     axes[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), title="policy")
