@@ -12,6 +12,8 @@
     .venv-workflow/bin/python benchmarks/bench_simulate.py --results results/bench \
         --clusters config/clusters/projection.yaml --out results/bench-simulate
 
+Without --results, only the projections and the speed (no bench needed).
+
 Runs in the workflow environment; benchmarks/report.py sets the tables in BENCHMARKS.md.
 """
 
@@ -35,20 +37,22 @@ SIZES = [1, 8, 64]
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, required=True, help="results of make bench")
+    parser.add_argument(
+        "--results", type=Path, help="results of make bench (without: projections and speed only)"
+    )
     parser.add_argument("--clusters", type=Path, nargs="+", required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--speed-ranks", type=int, default=4096)
     parser.add_argument("--speed-iterations", type=int, default=1000)
     args = parser.parse_args()
     try:
-        fitted = validation(args.results)
-        tables = {
-            "validation": fitted.drop(columns="spec"),
-            "speedups": speedups(fitted),
-            "projections": projections(args.clusters),
-            "speed": speed(args.clusters[0], args.speed_ranks, args.speed_iterations),
-        }
+        tables = {}
+        if args.results is not None:
+            fitted = validation(args.results)
+            tables["validation"] = fitted.drop(columns="spec")
+            tables["speedups"] = speedups(fitted)
+        tables["projections"] = projections(args.clusters)
+        tables["speed"] = speed(args.clusters[0], args.speed_ranks, args.speed_iterations)
     except DynallocError as error:
         sys.exit(f"error: {error}")
     args.out.mkdir(parents=True, exist_ok=True)
