@@ -65,7 +65,7 @@ def report(args):
     prose = sections(SECTIONS)
     args.figures.mkdir(parents=True, exist_ok=True)
     shown = figures(args.results, table, config, args.figures)
-    planner = planner_section(prose, args.simulate) if args.simulate else []
+    planner = planner_section(prose, args.simulate, values["noise"]) if args.simulate else []
     repeats = []
     if runs is not None:
         repeats = ["## Repeats of the close races", "", prose["repeats"], ""]
@@ -141,11 +141,12 @@ def sections(path):
     }
 
 
-def planner_section(prose, folder):
+def planner_section(prose, folder, noise):
     """The simulator against the bench's runs, and its projections beyond them
-    (`benchmarks/bench_simulate.py`'s tables in `folder`), as lines of markdown."""
+    (`benchmarks/bench_simulate.py`'s tables in `folder`), as lines of markdown; `noise`: the
+    bench's run-to-run noise band."""
     tables = simtables.load(folder)
-    values = simtables.facts(tables)
+    values = simtables.facts(tables, noise)
     return [
         "## Planner: the simulator against these runs, and beyond them",
         "",

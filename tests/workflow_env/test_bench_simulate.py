@@ -120,3 +120,21 @@ def facts(error=0.02, gap=0.01, seconds=1.0, behind=False):
 def test_each_target_can_be_missed(case, key):
     assert facts()[key] == "yes"
     assert facts(**case)[key] == "**no**"
+
+
+def test_a_speedup_missed_by_less_than_the_noise_band_is_within_noise():
+    tables = {
+        "validation": pd.DataFrame({"error": [0.01]}),
+        "speedups": pd.DataFrame({"from_static_error": [0.12], "from_adaptive_error": [0.0]}),
+        "projections": pd.DataFrame(
+            [{"ranks": 64, "policy": p, "steady_s": 1.0} for p in ("static", "adaptive", "optimum")]
+        ),
+        "speed": pd.DataFrame(
+            [
+                {"policy": p, "ranks": 8, "iterations": 9, "seconds": 1}
+                for p in ("static", "adaptive")
+            ]
+        ),
+    }
+    assert simtables.facts(tables, noise=0.03)["speedup_met"] == "*within noise*"
+    assert simtables.facts(tables, noise=0.01)["speedup_met"] == "**no**"
