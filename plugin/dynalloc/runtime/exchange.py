@@ -7,9 +7,11 @@ the Gluon layer leaves the `1 / B` to the optimizer's `rescale_grad`, and sums u
 A large tensor (at least IN_PLACE_VALUES values) is reduced in place through its own memory; the
 small ones go together through one preallocated float32 buffer, so that each adds no message of
 its own. Packing every tensor, as this module once did, cost two more passes over the memory and
-put the exchange at 1.8-2.1x a bare Allreduce of the same bytes. All in-place `Allreduce`s
-through the buffer interface: no pickling. The tensors are plain writable numpy arrays (the Gluon
-layer hands in views of MXNet's gradient memory), so this module knows nothing of MXNet.
+put the exchange at 1.8-2.1x a bare Allreduce of the same bytes. The Gluon layer goes further: it
+keeps all gradients in one array (`gluon.gradients_in_one_array`) and hands in that array alone,
+so the exchange is one in-place Allreduce. All `Allreduce`s go through the buffer interface: no
+pickling. The tensors are plain writable numpy arrays (the Gluon layer hands in views of MXNet's
+memory), so this module knows nothing of MXNet.
 
 Where a node's ranks outnumber the cores they may run on, ranks that finish early wait for the
 others in a barrier that sleeps between polls rather than in the Allreduce, where MPICH spins: a

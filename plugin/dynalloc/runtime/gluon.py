@@ -51,6 +51,25 @@ def numpy_view(array):
     return np.frombuffer(memory, dtype=np.float32).reshape(array.shape)
 
 
+def gradients_in_one_array(params):
+    """Rebind the gradients of `params` to consecutive views of one float32 array, and return
+    it: the exchange then sums every gradient in one in-place Allreduce of that array, with no
+    packing pass and one collective in all (PyTorch DDP's `gradient_as_bucket_view`). Gluon has
+    no public way to give a parameter its gradient array, so this does what its own
+    `Parameter._init_grad` does: sets `_grad` and marks it with `autograd.mark_variables`. Every
+    gradient then lives in one engine variable, so MXNet runs their writes one after the other,
+    as one CPU worker thread does anyway."""
+    gradients = mx.nd.zeros(sum(p.data().size for p in params), dtype=np.float32)
+    start = 0
+    for p in params:
+        view = gradients[start : start + p.data().size].reshape(p.shape)
+        view[:] = p.grad()
+        p._grad = [view]
+        mx.autograd.mark_variables([p.data()], [view], grad_reqs=p.grad_req)
+        start += p.data().size
+    return gradients
+
+
 class DynamicBatch:
     """Hands each rank its samples per iteration, times its compute, exchanges the weighted
     gradients, steps the trainer and feeds the allocation policy.
@@ -83,9 +102,12 @@ class DynamicBatch:
         trainable = [p for p in params.values() if p.grad_req != "null"]
         fixed = [p for p in params.values() if p.grad_req == "null"]  # e.g. BatchNorm statistics
         try:
+            for p in trainable:
+                numpy_view(p.grad())  # a gradient the exchange can reduce in place
+            gradients = gradients_in_one_array(trainable)
             # The views alias MXNet's memory: keep the arrays themselves alive beside them.
-            self.arrays = [p.grad() for p in trainable] + [p.data() for p in params.values()]
-            grads = [numpy_view(p.grad()) for p in trainable]
+            self.arrays = [gradients] + [p.data() for p in params.values()]
+            grads = [numpy_view(gradients)]
             data = [numpy_view(p.data()) for p in params.values()]
             state = [numpy_view(p.data()) for p in fixed]
         except RuntimeError as error:
