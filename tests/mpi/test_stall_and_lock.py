@@ -53,9 +53,7 @@ def snapshot(folder):
     }
 
 
-def test_a_second_training_on_the_directory_is_refused_at_once_touching_nothing(
-    digits, tmp_path
-):
+def test_a_second_training_on_the_directory_is_refused_at_once_touching_nothing(digits, tmp_path):
     out = tmp_path / "run"
     config = write_config(tmp_path, "run", dataset=str(digits))
     first = start_dynalloc("train", "--config", config, "--out", out, ranks=2)

@@ -2,7 +2,7 @@
 stop was requested (the watch itself runs on real ranks in tests/mpi/test_stall_and_lock.py)."""
 
 import pytest
-from dynalloc.runtime.stall import FACTOR, STOP_FACTOR, STOP_FLOOR_S, stall_bound
+from dynalloc.runtime.stall import FACTOR, STOP_FACTOR, STOP_FLOOR_S, host_addresses, stall_bound
 
 
 def test_nothing_is_bounded_before_the_first_iteration():
@@ -27,3 +27,9 @@ def test_the_bound_is_stall_timeout_or_ten_times_the_longest_interval(longest, b
 )
 def test_a_requested_stop_that_no_iteration_follows_is_bounded_sooner(timeout, longest, bound):
     assert stall_bound(timeout, longest, stopping=True) == pytest.approx(bound)
+
+
+def test_the_host_addresses_end_with_loopback():
+    addresses = host_addresses()
+    assert addresses[-1] == "127.0.0.1"
+    assert all(len(address.split(".")) == 4 for address in addresses)

@@ -32,6 +32,33 @@ def test_a_signal_only_records_the_request_and_a_second_one_has_its_default_effe
     assert done.returncode == -signal.SIGTERM, done.stderr
 
 
+def test_another_thread_learns_of_a_signal_while_the_main_thread_waits_in_mpi():
+    """Python runs a handler only when the main thread is back in the interpreter; a rank in a
+    collective is not, and the stall watch must know of the signal all the same."""
+    script = textwrap.dedent(
+        """
+        import os, signal, threading, time
+        import numpy as np
+        from mpi4py import MPI
+        from dynalloc.runtime.faults import StopRequest
+        seen = []
+        with StopRequest() as stop:
+            def other():
+                time.sleep(0.3)
+                os.kill(os.getpid(), signal.SIGTERM)
+                while stop.arrived() is None:
+                    time.sleep(0.01)
+                seen.append(stop.when)  # the handler has not run yet
+                MPI.COMM_SELF.Send(np.zeros(1), dest=0)
+            threading.Thread(target=other).start()
+            MPI.COMM_SELF.Recv(np.zeros(1), source=0)  # blocked in MPI, as in a collective
+            print(seen, stop.requested, stop.arrived() <= stop.when, flush=True)
+        """
+    )
+    done = run_python(script)
+    assert done.stdout == "[None] True True\n", done.stderr
+
+
 def test_the_handlers_are_restored_on_leaving():
     previous = signal.getsignal(signal.SIGTERM)
     with StopRequest():

@@ -45,22 +45,45 @@ class Stopped(Exception):
 
 class StopRequest:
     """SIGTERM and SIGINT handlers that only record the request, to be honoured between
-    iterations (a handler cannot run inside a collective anyway)."""
+    iterations (a handler cannot run inside a collective anyway).
+
+    Python runs a handler only once the main thread is back in the interpreter, which a rank
+    blocked in a collective never is; `arrived()` tells another thread (the stall watch) when a
+    signal came all the same, from the byte Python's C-level handler writes to the wakeup fd."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self):
-        self.signal_name = self.when = None
+        self.signal_name = self.when = self.seen = None
         self.previous = {}
+        self.wakeup = self.previous_wakeup = None
 
     def __enter__(self):
         for number in self.SIGNALS:
             self.previous[number] = signal.signal(number, self._handle)
+        self.wakeup = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.previous_wakeup = signal.set_wakeup_fd(self.wakeup[1], warn_on_full_buffer=False)
         return self
 
     def __exit__(self, *exc):
+        signal.set_wakeup_fd(self.previous_wakeup)
+        for fd in self.wakeup:
+            os.close(fd)
         for number, handler in self.previous.items():
             signal.signal(number, handler)
+
+    def arrived(self):
+        """time.monotonic() when the first SIGTERM or SIGINT arrived (to within a call of this
+        method), or None; callable from any thread."""
+        if self.seen is None:
+            try:
+                numbers = os.read(self.wakeup[0], 256)
+            except (BlockingIOError, OSError):
+                numbers = b""
+            if any(number in self.SIGNALS for number in numbers):
+                self.seen = time.monotonic()
+        times = [t for t in (self.when, self.seen) if t is not None]
+        return min(times) if times else None
 
     def _handle(self, number, frame):
         now = time.monotonic()

@@ -114,7 +114,7 @@ class Recorder:
             self.comm,
             self.identities,
             self.config["stall_timeout"],
-            lambda: self.stop.when,
+            self.stop.arrived,
             self._stalled,
         )
         return self
@@ -139,7 +139,6 @@ class Recorder:
             self.lock.release()
 
     def _end(self, kind, error, trace):
-        self.stop.__exit__(kind, error, trace)
         self.feed.close()
         if self.burners:
             self.burners.stop()
@@ -148,6 +147,7 @@ class Recorder:
             with self.stall.watching():
                 self.comm.Barrier()
         self.stall.close()
+        self.stop.__exit__(kind, error, trace)  # after the stall watch, which reads its pipe
         if kind is None:
             if self.books:
                 self.books.finish(self.net, self.dyn.policy.name)

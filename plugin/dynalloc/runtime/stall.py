@@ -3,7 +3,7 @@ progress, naming the ranks that stopped answering.
 
 A blocking MPI collective has no timeout. When a node's link goes down, or a rank stops without
 dying (SIGSTOP, a hung driver), every other rank waits in its next collective for as long as TCP
-takes to give up (minutes) or forever: MPICH over UCX raises nothing, and the peer watch sees only
+takes to give up (minutes) or forever: MPICH raises nothing, and the peer watch sees only
 processes that end on its own host. This thread watches the training's progress instead: the
 Recorder beats after every iteration, evaluation batch and checkpoint. When no beat comes within
 the bound, max(stall_timeout, FACTOR x the longest interval between two beats so far), the ranks
@@ -14,29 +14,35 @@ iteration does not complete within STOP_FACTOR x the longest interval (at least 
 peer is gone (srun's --kill-on-bad-exit signals the survivors of a lost rank), and waiting the
 whole bound would only delay the end.
 
-On a stall each rank's thread sends every other rank the number of iterations it completed (on a
-duplicate of the communicator, whose receives were posted at the start: nothing is sent while all
-is well), waits ANSWER_S for theirs, and the lowest rank that still hears from any (or is alone)
-prints one line naming the silent ranks. Then every rank ends with EXIT_STALLED. None writes a
-checkpoint: that takes every rank's state, and MPI offers no way out of a blocked collective; the
-rerun resumes from the last checkpoint (`checkpoint.every` bounds what is lost).
+On a stall each rank's thread sends every other rank a datagram with the number of iterations it
+completed, and answers theirs, for ANSWER_S; the lowest rank that hears from any (or is alone)
+prints one line naming the silent ranks. Then every rank ends with EXIT_STALLED. The datagrams
+are UDP, not MPI: a rank blocked in a collective can hold MPICH's lock for good (seen with
+libfabric once a peer had died), and then no other thread of it gets an MPI call through. Each
+rank sends to every IPv4 address of the peer's host (gathered at the start), since which of them
+the peer can be reached at is not known; a job's datagrams carry its token, so no other job's
+count. None writes a checkpoint: that takes every rank's state, and MPI offers no way out of a
+blocked collective; the rerun resumes from the last checkpoint (`checkpoint.every` bounds what
+is lost).
 """
 
 import contextlib
+import fcntl
 import os
+import socket
+import struct
 import sys
 import threading
 import time
-
-import numpy as np
 
 from dynalloc.runtime.faults import EXIT_STALLED
 
 FACTOR = 10  # the bound over the longest interval between two signs of progress
 STOP_FACTOR, STOP_FLOOR_S = 3, 5.0  # the bound once a stop was requested
-ANSWER_S = 2.0  # how long a stalled rank waits for the others' answers
+ANSWER_S = 2.0  # how long a stalled rank listens for the others
 POLL_S = 0.2  # how often the thread looks at the clock
-TAG = 17
+MESSAGE = struct.Struct("!c16sIq")  # kind (b"S" stalled, b"H" here), token, rank, iterations
+SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
 
 
 def stall_bound(timeout, longest, stopping=False):
@@ -49,9 +55,22 @@ def stall_bound(timeout, longest, stopping=False):
     return min(bound, max(STOP_FLOOR_S, STOP_FACTOR * longest)) if stopping else bound
 
 
+def host_addresses():
+    """This host's IPv4 addresses, loopback last."""
+    found = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            request = struct.pack("256s", name.encode()[:15])
+            with contextlib.suppress(OSError):  # an interface without an IPv4 address
+                reply = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, request)
+                found.append(socket.inet_ntoa(reply[20:24]))
+    return sorted(set(found), key=lambda address: (address.startswith("127."), address))
+
+
 class StallWatch:
-    """The stall watch of one rank. Collective to create (it duplicates `comm`); `beat()` after
-    every sign of progress, `watching()` around the code it watches, `close()` at the end.
+    """The stall watch of one rank. Collective to create (every rank's addresses are gathered
+    over `comm`); `beat()` after every sign of progress, `watching()` around the code it
+    watches, `close()` at the end.
 
     identities: every rank's (host, pid), for the line. timeout: stall_timeout (seconds; None
     turns the watch off). stop_time: a callable, the time.monotonic() at which a signal asked
@@ -61,6 +80,7 @@ class StallWatch:
     def __init__(self, comm, identities, timeout, stop_time, on_stall):
         self.identities, self.timeout = identities, timeout
         self.stop_time, self.on_stall = stop_time, on_stall
+        self.rank = comm.Get_rank()
         self.iterations = 0  # completed, as the Recorder counts them
         self.armed = 0
         self.last = self.longest = None
@@ -68,14 +88,17 @@ class StallWatch:
         self.thread = None
         if timeout is None:
             return
-        # The receives stay posted for the whole run (MPI_Finalize does not mind them).
-        self.comm = comm.Dup()
-        self.rank, size = self.comm.Get_rank(), self.comm.Get_size()
-        self.peers = [r for r in range(size) if r != self.rank]
-        self.inbox = np.full(size, -1, dtype=np.int64)
-        self.receives = {
-            r: self.comm.Irecv(self.inbox[r : r + 1], source=r, tag=TAG) for r in self.peers
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("0.0.0.0", 0))
+        self.socket.settimeout(POLL_S)
+        self.token = comm.bcast(os.urandom(16), root=0)
+        port = self.socket.getsockname()[1]
+        self.peers = {
+            rank: [(address, port) for address in addresses]
+            for rank, (addresses, port) in enumerate(comm.allgather((host_addresses(), port)))
+            if rank != self.rank
         }
+        self.heard = {}  # rank -> iterations completed, of the peers heard from (after a stall)
         self.thread = threading.Thread(target=self._watch, name="stall-watch", daemon=True)
         self.thread.start()
 
@@ -102,46 +125,50 @@ class StallWatch:
         """Stop watching: the run ended, or fails in a way that ends it anyway."""
         self.closed.set()
         if self.thread is not None:
-            self.thread.join(ANSWER_S + 6.0)
+            self.thread.join(ANSWER_S + 1.0)
+            self.socket.close()
 
     def _watch(self):
-        while not self.closed.wait(POLL_S):
+        while not self.closed.is_set():
+            self._receive()  # waits up to POLL_S
             now, last, asked = time.monotonic(), self.last, self.stop_time()
             stopping = asked is not None and last is not None and asked >= last
             bound = stall_bound(self.timeout, self.longest, stopping)
             if self.armed and bound is not None and now - last > bound:
                 self._stalled(now - last, bound)
 
+    def _receive(self):
+        """Take one datagram of this job, answering a peer that stalled."""
+        try:
+            data, sender = self.socket.recvfrom(MESSAGE.size)
+            kind, token, rank, iterations = MESSAGE.unpack(data)
+        except (TimeoutError, OSError, struct.error):
+            return
+        if token != self.token or rank not in self.peers:
+            return
+        self.heard[rank] = iterations
+        if kind == b"S":
+            self._send(b"H", [sender])
+
+    def _send(self, kind, addresses):
+        data = MESSAGE.pack(kind, self.token, self.rank, self.iterations)
+        for address in addresses:
+            with contextlib.suppress(OSError):  # an address this host cannot reach
+                self.socket.sendto(data, address)
+
     def _stalled(self, waited, bound):
-        heard = self._answers()
+        for addresses in self.peers.values():
+            self._send(b"S", addresses)
+        deadline = time.monotonic() + ANSWER_S
+        while time.monotonic() < deadline and len(self.heard) < len(self.peers):
+            self._receive()
+        heard = dict(self.heard)
         if self.rank == min([self.rank, *heard]):
             sys.stderr.write(self.describe(waited, bound, heard) + "\n")
             sys.stderr.flush()
         if not self.closed.is_set():  # the run did not end meanwhile
             self.on_stall()
             os._exit(EXIT_STALLED)
-
-    def _answers(self):
-        """{rank: iterations completed} of the peers that answered within ANSWER_S. The
-        exchange runs in a thread of its own: an MPI library that never returns must not keep
-        this rank from ending."""
-        heard = {}
-
-        def exchange():
-            mine = np.array([self.iterations], dtype=np.int64)
-            sends = [self.comm.Isend(mine, dest=r, tag=TAG) for r in self.peers]
-            deadline = time.monotonic() + ANSWER_S
-            while time.monotonic() < deadline and len(heard) < len(self.peers):
-                for r, request in self.receives.items():
-                    if r not in heard and request.Test():
-                        heard[r] = int(self.inbox[r])
-                time.sleep(0.05)
-            del sends  # small messages: sent eagerly, nothing to wait for
-
-        helper = threading.Thread(target=exchange, daemon=True)
-        helper.start()
-        helper.join(ANSWER_S + 5.0)
-        return dict(heard)
 
     def describe(self, waited, bound, heard):
         """The one line: how long nothing progressed, and which ranks stopped answering."""
@@ -160,6 +187,6 @@ class StallWatch:
             )
         return (
             f"dynalloc train: error: rank {self.rank}: no progress for {waited:.1f} s after "
-            f"iteration {self.iterations} (stall bound {bound:.1f} s): {who}; ending the job "
+            f"{self.iterations} iterations (stall bound {bound:.1f} s): {who}; ending the job "
             f"(exit {EXIT_STALLED}); rerun to resume from the last checkpoint"
         )
