@@ -30,15 +30,16 @@ def mpi_python(ranks, script, *args, timeout=120):
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
 
 
-def snakemake(*args, results=None, configfile=TINY, override=None, timeout=600):
-    """Snakemake from the repository root; `override` (a dict) is merged over `configfile`."""
+def snakemake(*args, results=None, configfile=TINY, override=None, timeout=600, env=None):
+    """Snakemake from the repository root; `override` (a dict) is merged over `configfile`;
+    `env` adds environment variables."""
     return subprocess.run(
         snakemake_command(*args, results=results, configfile=configfile, override=override),
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=ENV,
+        env={**ENV, **(env or {})},
     )
 
 
