@@ -127,7 +127,7 @@ class Worker:
         x, y = self.feed.batch(epoch, k, iteration, shares, indices)
         data_s = time.perf_counter() - fetched
         factor = self.scenario.factor(self.index, iteration)
-        with ComputeTimer(factor) as compute:
+        with ComputeTimer(factor, mx.nd.waitall) as compute:
             with autograd.record():
                 loss = self.loss_fn(self.net(x), y)
             loss.backward()

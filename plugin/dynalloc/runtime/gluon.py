@@ -18,22 +18,16 @@ the gradient of the mean loss over the whole global batch, with the optimizer's 
 `rescale_grad`. Nothing in MXNet is patched.
 """
 
-import contextlib
 import ctypes
-import time
 
 import mxnet as mx
 import numpy as np
 from mxnet.base import _LIB, check_call
 
-from dynalloc.core.partition import GlobalBatchSampler
-from dynalloc.core.policies import make_policy
-from dynalloc.core.policy import Policy
-from dynalloc.core.shares import batchnorm_floor
 from dynalloc.errors import DynallocError, SharedError
-from dynalloc.rundir import Row
+from dynalloc.runtime import allocation
+from dynalloc.runtime.allocation import Allocation
 from dynalloc.runtime.exchange import GradientExchange
-from dynalloc.runtime.timing import ComputeTimer
 
 
 def numpy_view(array):
@@ -70,18 +64,35 @@ def gradients_in_one_array(params):
     return gradients
 
 
-class DynamicBatch:
-    """Hands each rank its samples per iteration, times its compute, exchanges the weighted
-    gradients, steps the trainer and feeds the allocation policy.
+class Step(allocation.Step):
+    """One iteration of one rank under Gluon: the finish takes Gluon's per-sample losses."""
 
-    policy: a name (`dynalloc.core.policies`), a mapping of `name` and parameters as in a run
-        config, or a `Policy` made for these ranks and global batch.
-    slowdown: optional `iteration -> factor` that stretches this rank's compute (experiments).
-    sampler: the run's `GlobalBatchSampler`, when the caller has built it already.
-    A network with BatchNorm (running statistics among its parameters) gets at least 8 samples
-    per rank whatever `min_share` says (`core.shares.batchnorm_floor`), as far as the global
-    batch and `max_share` allow. `rows` collects this rank's `rundir.Row` of every iteration.
-    """
+    def finish(self, loss):
+        """Exchange gradients, update parameters, agree on the next shares; returns the mean
+        loss of the global batch (the same number on every rank).
+
+        `loss` holds one value per sample of this rank's share, as a Gluon loss returns it:
+        the exchange weights each rank's gradient of the summed loss by 1 / B, so a gradient
+        of the mean (`.mean()` before `backward()`) would be weighted wrongly, and training
+        silently worse. Every rank checks its own loss, so all stop at the same point."""
+        shape = tuple(getattr(loss, "shape", ()))
+        if not shape or shape[0] != self.share:
+            raise SharedError(
+                f"step.finish() needs one loss per sample of this rank's share ({self.share}), "
+                f"got shape {shape or type(loss).__name__}: backward() and pass the per-sample "
+                "losses `loss_fn(net(x), y)` themselves, without .mean() or .sum()"
+            )
+        self.loss = self.owner._finish(self, float(loss.mean().asscalar()))
+        return self.loss
+
+
+class DynamicBatch(Allocation):
+    """Hands each rank its samples per iteration, times its compute, exchanges the weighted
+    gradients, steps the trainer and feeds the allocation policy (`Allocation`: the policy,
+    slowdown, sampler and rows). A network with BatchNorm (running statistics among its
+    parameters) keeps at least 8 samples per rank."""
+
+    Step = Step
 
     def __init__(
         self,
@@ -119,37 +130,13 @@ class DynamicBatch:
         comm, sleeps = self.exchange.comm, self.exchange.sleep_while_waiting
         GradientExchange(data, comm, sleeps).broadcast()  # all ranks start from rank 0
         self.state = GradientExchange(state, comm, sleeps)
-        self.rank, self.ranks = self.exchange.rank, self.exchange.size
-        self.batchnorm = any(name.endswith("running_mean") for name, _ in params.items())
-        try:
-            if self.batchnorm:
-                min_share = batchnorm_floor(self.ranks, global_batch, min_share, max_share)
-            self.policy = (
-                policy
-                if isinstance(policy, Policy)
-                else make_policy(policy, self.ranks, global_batch, min_share, max_share)
-            )
-            self.sampler = sampler or GlobalBatchSampler(
-                dataset_size, global_batch, seed, drop_last, min_share, self.ranks
-            )
-        except ValueError as error:
-            raise DynallocError(str(error)) from None
-        if (self.policy.ranks, self.policy.global_batch) != (self.ranks, global_batch):
-            raise DynallocError(
-                f"the policy was made for {self.policy.ranks} ranks and a global batch of "
-                f"{self.policy.global_batch}, not {self.ranks} and {global_batch}"
-            )
-        if (self.sampler.dataset_size, self.sampler.global_batch) != (dataset_size, global_batch):
-            raise DynallocError(
-                f"the sampler was made for {self.sampler.dataset_size} samples in batches of "
-                f"{self.sampler.global_batch}, not {dataset_size} in batches of {global_batch}"
-            )
-        self.trainer, self.slowdown = trainer, slowdown
-        self.global_batch = global_batch
-        self.iteration = 0
-        self.rows = []
-        self.stop_requested = False  # set it on any rank: all agree in the next finish()
-        self.stopping = False
+        super().__init__(
+            self.exchange.rank, self.exchange.size, dataset_size, global_batch,
+            policy=policy, seed=seed, min_share=min_share, max_share=max_share,
+            drop_last=drop_last, slowdown=slowdown, sampler=sampler,
+            batchnorm=any(name.endswith("running_mean") for name in params),
+        )  # fmt: skip
+        self.trainer = trainer
 
     def average_state(self):
         """Average the parameters that no gradient updates (BatchNorm running statistics, which
@@ -158,20 +145,8 @@ class DynamicBatch:
         mx.nd.waitall()
         self.state.allreduce(1.0 / self.ranks)
 
-    @property
-    def shares(self):
-        return self.policy.shares
-
-    def epoch(self, epoch, start=0):
-        """The steps of one epoch from its global batch `start` (a resumed run starts mid-epoch);
-        each must be finished before the next is taken."""
-        permutation = self.sampler.permutation(epoch)
-        last = self.sampler.batches_per_epoch - 1
-        for k in range(start, last + 1):
-            shares = self.sampler.shares_for(k, self.policy.shares)
-            indices = self.sampler.rank_indices(epoch, k, shares, self.rank, permutation)
-            next_epoch = epoch + 1 if k == last else epoch
-            yield Step(self, epoch, k, shares, indices, next_epoch)
+    def wait_for_device(self):
+        mx.nd.waitall()
 
     def _finish(self, step, loss):
         # Gluon's backward gives the gradient of the sum over a rank's samples: summed over the
@@ -182,72 +157,4 @@ class DynamicBatch:
         mx.nd.waitall()
         busy = step.compute_s + step.data_s
         gathered = self.exchange.allgather([busy, loss, float(self.stop_requested)])
-        # What the policy balances: a rank slow to get its samples is as slow as one slow to
-        # compute on them.
-        busy_all, losses = gathered[:, 0], gathered[:, 1]
-        self.stopping = bool(gathered[:, 2].any())
-        batch_loss = float(np.dot(losses, step.shares) / np.sum(step.shares))
-        if not np.isfinite(batch_loss):
-            raise SharedError(
-                f"the loss became {batch_loss} at iteration {self.iteration} "
-                f"(epoch {step.epoch}); lower the learning rate"
-            )
-        self.rows.append(
-            Row(
-                iteration=self.iteration,
-                epoch=step.epoch,
-                rank=self.rank,
-                batch_size=int(step.shares[self.rank]),
-                compute_s=step.compute_s,
-                sync_s=sync_s,
-                wait_s=float(busy_all.max() - busy),
-                iteration_s=time.perf_counter() - step.started,
-                loss=loss,
-                slowdown=step.slowdown,
-                policy=self.policy.name,
-                data_s=step.data_s,
-            )
-        )
-        self.iteration += 1
-        self.policy.update(step.shares, busy_all, self.iteration, step.next_epoch)
-        return batch_loss
-
-
-class Step:
-    """One iteration of one rank: its sample indices, the compute timer and the finish."""
-
-    def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
-        self.owner, self.epoch, self.batch, self.shares = owner, epoch, batch, shares
-        self.indices, self.next_epoch = indices, next_epoch
-        self.iteration = owner.iteration
-        self.compute_s = float("nan")
-        self.data_s = 0.0  # seconds spent getting this share's samples, if the loop measures it
-        self.loss = None  # the global batch's mean loss, once finished
-        self.slowdown = 1.0 if owner.slowdown is None else float(owner.slowdown(self.iteration))
-        self.started = time.perf_counter()
-
-    @contextlib.contextmanager
-    def compute(self):
-        """Time the enclosed forward and backward once the engine has really finished them."""
-        with ComputeTimer(self.slowdown) as timer:
-            yield self
-        self.compute_s = timer.seconds
-
-    def finish(self, loss):
-        """Exchange gradients, update parameters, agree on the next shares; returns the mean
-        loss of the global batch (the same number on every rank).
-
-        `loss` holds one value per sample of this rank's share, as a Gluon loss returns it:
-        the exchange weights each rank's gradient of the summed loss by 1 / B, so a gradient
-        of the mean (`.mean()` before `backward()`) would be weighted wrongly, and training
-        silently worse. Every rank checks its own loss, so all stop at the same point."""
-        share = int(self.shares[self.owner.rank])
-        shape = tuple(getattr(loss, "shape", ()))
-        if not shape or shape[0] != share:
-            raise SharedError(
-                f"step.finish() needs one loss per sample of this rank's share ({share}), got "
-                f"shape {shape or type(loss).__name__}: backward() and pass the per-sample "
-                "losses `loss_fn(net(x), y)` themselves, without .mean() or .sum()"
-            )
-        self.loss = self.owner._finish(self, float(loss.mean().asscalar()))
-        return self.loss
+        return self.settle(step, sync_s, gathered)

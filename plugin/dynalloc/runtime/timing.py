@@ -1,18 +1,17 @@
-"""The compute timer shared by `dynalloc train` and `dynalloc baseline`, so that both measure
+"""The compute timer of every DynamicBatch and of `dynalloc baseline`, so that all measure
 `compute_s` the same way."""
 
 import time
 
-import mxnet as mx
-
 
 class ComputeTimer:
-    """Times the enclosed forward and backward once MXNet's engine has really finished them
-    (its calls only enqueue work), then stretches the time by an emulated slowdown `factor`:
-    the process sleeps `(factor - 1)` times what it measured. `seconds` holds the result."""
+    """Times the enclosed forward and backward once the framework has really finished them
+    (`wait`: MXNet's and CUDA's calls only enqueue work), then stretches the time by an
+    emulated slowdown `factor`: the process sleeps `(factor - 1)` times what it measured.
+    `seconds` holds the result."""
 
-    def __init__(self, factor=1.0):
-        self.factor = factor
+    def __init__(self, factor=1.0, wait=None):
+        self.factor, self.wait = factor, wait
         self.seconds = float("nan")
 
     def __enter__(self):
@@ -22,7 +21,8 @@ class ComputeTimer:
     def __exit__(self, kind, error, trace):
         if kind is not None:
             return
-        mx.nd.waitall()
+        if self.wait is not None:
+            self.wait()
         measured = time.perf_counter() - self.began
         if self.factor > 1.0:
             time.sleep((self.factor - 1.0) * measured)

@@ -1,0 +1,151 @@
+"""What every framework's DynamicBatch shares: the policy and the sampler, the steps of an epoch,
+and, after each exchange, the one small gather of the ranks' times that ends an iteration.
+
+`runtime.gluon.DynamicBatch` (MXNet, MPI) and `runtime.torch.DynamicBatch` (PyTorch,
+torch.distributed) add the gradients, the device's clock and the collectives; numpy alone here,
+so that either environment imports it.
+"""
+
+import contextlib
+import time
+
+import numpy as np
+
+from dynalloc.core.partition import GlobalBatchSampler
+from dynalloc.core.policies import make_policy
+from dynalloc.core.policy import Policy
+from dynalloc.core.shares import batchnorm_floor
+from dynalloc.errors import DynallocError, SharedError
+from dynalloc.rundir import Row
+from dynalloc.runtime.timing import ComputeTimer
+
+
+class Allocation:
+    """One rank's share of every global batch, and the bookkeeping of each iteration.
+
+    policy: a name (`dynalloc.core.policies`), a mapping of `name` and parameters as in a run
+        config, or a `Policy` made for these ranks and global batch.
+    slowdown: optional `iteration -> factor` that stretches this rank's compute (experiments).
+    sampler: the run's `GlobalBatchSampler`, when the caller has built it already.
+    batchnorm: whether the network normalises over each rank's samples; it then gets at least
+        8 samples per rank whatever `min_share` says (`core.shares.batchnorm_floor`), as far as
+        the global batch and `max_share` allow.
+    `rows` collects this rank's `rundir.Row` of every iteration.
+    """
+
+    Step = None  # the framework's step (a `Step` subclass), set by the subclass
+
+    def __init__(
+        self, rank, ranks, dataset_size, global_batch, *, policy, seed, min_share, max_share,
+        drop_last, slowdown, sampler, batchnorm,
+    ):  # fmt: skip
+        self.rank, self.ranks, self.global_batch = rank, ranks, global_batch
+        try:
+            if batchnorm:
+                min_share = batchnorm_floor(ranks, global_batch, min_share, max_share)
+            self.policy = (
+                policy
+                if isinstance(policy, Policy)
+                else make_policy(policy, ranks, global_batch, min_share, max_share)
+            )
+            self.sampler = sampler or GlobalBatchSampler(
+                dataset_size, global_batch, seed, drop_last, min_share, ranks
+            )
+        except ValueError as error:
+            raise DynallocError(str(error)) from None
+        if (self.policy.ranks, self.policy.global_batch) != (ranks, global_batch):
+            raise DynallocError(
+                f"the policy was made for {self.policy.ranks} ranks and a global batch of "
+                f"{self.policy.global_batch}, not {ranks} and {global_batch}"
+            )
+        if (self.sampler.dataset_size, self.sampler.global_batch) != (dataset_size, global_batch):
+            raise DynallocError(
+                f"the sampler was made for {self.sampler.dataset_size} samples in batches of "
+                f"{self.sampler.global_batch}, not {dataset_size} in batches of {global_batch}"
+            )
+        self.slowdown = slowdown
+        self.iteration = 0
+        self.rows = []
+        self.stop_requested = False  # set it on any rank: all agree in the next finish()
+        self.stopping = False
+
+    @property
+    def shares(self):
+        return self.policy.shares
+
+    def epoch(self, epoch, start=0):
+        """The steps of one epoch from its global batch `start` (a resumed run starts mid-epoch);
+        each must be finished before the next is taken."""
+        permutation = self.sampler.permutation(epoch)
+        last = self.sampler.batches_per_epoch - 1
+        for k in range(start, last + 1):
+            shares = self.sampler.shares_for(k, self.policy.shares)
+            indices = self.sampler.rank_indices(epoch, k, shares, self.rank, permutation)
+            next_epoch = epoch + 1 if k == last else epoch
+            yield self.Step(self, epoch, k, shares, indices, next_epoch)
+
+    def settle(self, step, sync_s, gathered):
+        """End the iteration once the gradients are exchanged and every rank's
+        [busy seconds, mean loss, stop requested] is `gathered` (one row per rank): record
+        this rank's row, feed the policy the next shares, and return the global batch's mean
+        loss (the same number on every rank). What the policy balances is the busy time: a rank
+        slow to get its samples is as slow as one slow to compute on them."""
+        busy_all, losses = gathered[:, 0], gathered[:, 1]
+        self.stopping = bool(gathered[:, 2].any())
+        batch_loss = float(np.dot(losses, step.shares) / np.sum(step.shares))
+        if not np.isfinite(batch_loss):
+            raise SharedError(
+                f"the loss became {batch_loss} at iteration {self.iteration} "
+                f"(epoch {step.epoch}); lower the learning rate"
+            )
+        busy = step.compute_s + step.data_s
+        self.rows.append(
+            Row(
+                iteration=self.iteration,
+                epoch=step.epoch,
+                rank=self.rank,
+                batch_size=int(step.shares[self.rank]),
+                compute_s=step.compute_s,
+                sync_s=sync_s,
+                wait_s=float(busy_all.max() - busy),
+                iteration_s=time.perf_counter() - step.started,
+                loss=float(losses[self.rank]),
+                slowdown=step.slowdown,
+                policy=self.policy.name,
+                data_s=step.data_s,
+            )
+        )
+        self.iteration += 1
+        self.policy.update(step.shares, busy_all, self.iteration, step.next_epoch)
+        return batch_loss
+
+    def wait_for_device(self):
+        """Block until the framework has really done the work enqueued so far (its calls only
+        enqueue); the compute timer calls it before reading the clock."""
+        raise NotImplementedError
+
+
+class Step:
+    """One iteration of one rank: its sample indices, the compute timer; the framework's
+    subclass adds `finish(loss)`."""
+
+    def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
+        self.owner, self.epoch, self.batch, self.shares = owner, epoch, batch, shares
+        self.indices, self.next_epoch = indices, next_epoch
+        self.iteration = owner.iteration
+        self.compute_s = float("nan")
+        self.data_s = 0.0  # seconds spent getting this share's samples, if the loop measures it
+        self.loss = None  # the global batch's mean loss, once finished
+        self.slowdown = 1.0 if owner.slowdown is None else float(owner.slowdown(self.iteration))
+        self.started = time.perf_counter()
+
+    @property
+    def share(self):
+        return int(self.shares[self.owner.rank])
+
+    @contextlib.contextmanager
+    def compute(self):
+        """Time the enclosed forward and backward once the device has really finished them."""
+        with ComputeTimer(self.slowdown, self.owner.wait_for_device) as timer:
+            yield self
+        self.compute_s = timer.seconds
