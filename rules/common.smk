@@ -3,7 +3,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from snakemake.exceptions import WorkflowError
 
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.grid import expand_runs, stage_arguments
+from dynalloc.runtime.job import announce_snakemake
 
 RESULTS = config["results"]
 # A `models` factory's module is imported from the directory of each config file (and from
@@ -31,13 +31,15 @@ if not (TRAIN_PYTHON.is_file() and os.access(TRAIN_PYTHON, os.X_OK)):
     )
 TRAIN_DYNALLOC = f"{shlex.quote(str(TRAIN_PYTHON))} -m dynalloc.cli"
 # Whom a training job must not outlive (runtime/job.py): this snakemake. Inside a SLURM job the
-# Snakefile is read again by the job's own snakemake, which then puts itself here.
-os.environ["DYNALLOC_SNAKEMAKE"] = f"{os.getpid()}@{socket.gethostname()}"
+# Snakefile is read again by the job's own snakemake, which then announces itself.
+announce_snakemake()
 # Attempts after the first of a training run, which runtime/job.py lets start only after a stop
 # or a stall: a run stopped at a time limit three times in a row needs a longer runtime.
 TRAIN_RETRIES = 3
 # The runs of one rank, which train_one_rank trains without MPI (a regular expression).
-ONE_RANK_RUNS = "|".join(re.escape(n) for n, run in RUNS.items() if run["ranks"] == 1) or "(?!)"
+ONE_RANK_RUNS = (
+    "|".join(re.escape(n) for n, run in RUNS.items() if run["ranks"] == 1) or "(?!)"
+)
 # Analysis runs in this (the workflow) environment.
 WORKFLOW_DYNALLOC = f"{shlex.quote(sys.executable)} -m dynalloc.cli"
 

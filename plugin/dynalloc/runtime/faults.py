@@ -23,6 +23,7 @@ import time
 import traceback
 
 from dynalloc.errors import DynallocError
+from dynalloc.launcher import launcher_rank
 
 # sysexits' EX_TEMPFAIL: stopped on request after a checkpoint; running again resumes.
 EXIT_STOPPED = 75
@@ -101,6 +102,26 @@ class StopRequest:
 def identity():
     """(host, pid) of this process, gathered from every rank for the peer watch and the log."""
     return socket.gethostname(), os.getpid()
+
+
+def agree(comm, setup):
+    """Run `setup` on every rank; if it fails on any, every rank raises that rank's error, so
+    no rank waits in a collective for one that already gave up."""
+    try:
+        result, message = setup(), None
+    except DynallocError as error:
+        result, message = None, str(error)
+    messages = [m for m in comm.allgather(message) if m]
+    if messages:
+        raise DynallocError(messages[0])
+    return result
+
+
+def fail(error):
+    """End this rank as the command line ends it for bad input: rank 0 says it in one line."""
+    if launcher_rank() == 0:
+        sys.stderr.write(f"dynalloc train: error: {error}\n")
+    raise SystemExit(EXIT_FAILED) from None
 
 
 def abort(comm, rank, error, log=None):

@@ -6,10 +6,10 @@ as its child, which writes to the same log, and:
 - stops the training when the `snakemake` that started it dies (SIGKILL, a lost login shell): the
   launcher and ranks would otherwise be re-parented and train on, and the documented recovery
   (`snakemake --unlock && snakemake --rerun-incomplete`) would start a second training beside
-  them. Snakemake's pid comes from DYNALLOC_SNAKEMAKE (`PID@HOST`, set by rules/common.smk when
-  the Snakefile is read). Under SLURM the job runs its own `snakemake` inside the allocation, which
-  is the one watched: the job belongs to the scheduler and outlives a login node's snakemake, and
-  the run directory's lock refuses a second training while it runs;
+  them. Snakemake's pid comes from DYNALLOC_SNAKEMAKE (`PID@HOST`, set by `announce_snakemake`
+  when rules/common.smk is read). Under SLURM the job runs its own `snakemake` inside the
+  allocation, which is the one watched: the job belongs to the scheduler and outlives a login
+  node's snakemake, and the run directory's lock refuses a second training while it runs;
 - ends the job when a rank reports a stall (SIGUSR1, `runtime.stall`): srun cannot end a step
   while one of its nodes is unreachable;
 - lets Snakemake retry only what a rerun cures. Snakemake's `retries` retries every failure
@@ -167,6 +167,11 @@ class Supervisor:
     def _say(self, message):
         sys.stderr.write(f"dynalloc job: {message}\n")
         sys.stderr.flush()
+
+
+def announce_snakemake():
+    """Called by the Snakefile: make this process (snakemake) the one its jobs watch."""
+    os.environ[SNAKEMAKE_VARIABLE] = f"{os.getpid()}@{socket.gethostname()}"
 
 
 def snakemake_pidfd():

@@ -24,16 +24,16 @@ import numpy as np
 from mpi4py import MPI
 
 from dynalloc.errors import DynallocError, SharedError
-from dynalloc.launcher import launcher_rank
 from dynalloc.runtime import checkpoint, resume
 from dynalloc.runtime.books import Books
 from dynalloc.runtime.contention import burners_for, pin_rank
 from dynalloc.runtime.faults import (
-    EXIT_FAILED,
     EXIT_STOPPED,
     Stopped,
     StopRequest,
     abort,
+    agree,
+    fail,
     identity,
 )
 from dynalloc.runtime.feed import make_feed
@@ -46,26 +46,6 @@ from dynalloc.runtime.stall import StallWatch
 from dynalloc.runtime.train import CONFIG_VARIABLE, RUN_DIR_VARIABLE
 
 log = logging.getLogger(__name__)
-
-
-def agree(comm, setup):
-    """Run `setup` on every rank; if it fails on any, every rank raises that rank's error, so
-    no rank waits in a collective for one that already gave up."""
-    try:
-        result, message = setup(), None
-    except DynallocError as error:
-        result, message = None, str(error)
-    messages = [m for m in comm.allgather(message) if m]
-    if messages:
-        raise DynallocError(messages[0])
-    return result
-
-
-def fail(error):
-    """End this rank as the command line ends it for bad input: rank 0 says it in one line."""
-    if launcher_rank() == 0:
-        sys.stderr.write(f"dynalloc train: error: {error}\n")
-    raise SystemExit(EXIT_FAILED) from None
 
 
 class Recorder:

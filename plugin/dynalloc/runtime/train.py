@@ -42,8 +42,9 @@ def run(args):
         script = [config["script"], *config["script_args"]]
         os.execv(sys.executable, [sys.executable, *script])
     from dynalloc.runtime import loop
+    from dynalloc.runtime.faults import agree
     from dynalloc.runtime.prepare import build
-    from dynalloc.runtime.recorder import Recorder, agree
+    from dynalloc.runtime.recorder import Recorder
 
     run = Recorder(args.config, args.out)
     net, trainer = agree(run.comm, lambda: build(run.setup))
