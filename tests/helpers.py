@@ -43,6 +43,20 @@ def snakemake(*args, results=None, configfile=TINY, override=None, timeout=600, 
     )
 
 
+def start_snakemake(*args, output=subprocess.DEVNULL, env=None, **kwargs):
+    """`snakemake` (as `snakemake()` runs it) in the background, in a session of its own;
+    `output` takes its stdout and stderr."""
+    return subprocess.Popen(
+        snakemake_command(*args, **kwargs),
+        cwd=ROOT,
+        env={**ENV, **(env or {})},
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def snakemake_command(*args, results=None, configfile=TINY, override=None):
     # Targets before --configfile and --config, which would take them as more of their values.
     command = [str(SNAKEMAKE), "--cores", "2", *map(str, args)]

@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import yaml
 from conftest import CLUSTER_ENV
-from helpers import ENV, ROOT, parameters, snakemake, snakemake_command
+from helpers import ROOT, parameters, snakemake, start_snakemake
 
 PROFILE = ROOT / "workflow" / "profiles" / "slurm"
 # The profile's TEST keys: squeue, as this cluster has no accounting database; quick polling.
@@ -30,16 +30,11 @@ def on_slurm(results, *args, profile=PROFILE, **kwargs):
 def start_on_slurm(results, *args, profile=PROFILE, **kwargs):
     """on_slurm in the background, in a session of its own; its output goes to
     `results`/../snakemake.out."""
-    command = snakemake_command(*profile_args(results, profile), *args, results=results, **kwargs)
     with open(results.parent / "snakemake.out", "w") as output:
-        return subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env={**ENV, **CLUSTER_ENV},
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        return start_snakemake(
+            *profile_args(results, profile), *args, results=results, output=output,
+            env=CLUSTER_ENV, **kwargs,
+        )  # fmt: skip
 
 
 def profile_args(results, profile):

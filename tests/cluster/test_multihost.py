@@ -4,10 +4,15 @@ model a one-host run trains, `adaptive` moves samples away from the node emulate
 run of one rank is a plain one-task job."""
 
 import csv
+import json
 import statistics
+import subprocess
+from pathlib import Path
 
 import pytest
-from helpers import rank_pids, snakemake
+from conftest import CLUSTER_ENV
+from dynalloc.core.allreduce import allreduce_seconds
+from helpers import BIN, ENV, rank_pids, snakemake
 from slurmrun import max_difference, on_slurm, output, profile_with, sbatch_jobs
 
 pytestmark = [pytest.mark.mpi, pytest.mark.cluster, pytest.mark.usefixtures("slurm")]
@@ -69,7 +74,11 @@ def test_static_over_two_nodes_trains_the_model_of_one_host(two_nodes, one_host)
     difference = max_difference(trained(results, STATIC), trained(one_host, STATIC))
     assert difference <= 1e-4, f"static's parameters differ by {difference}"
     for where, folder in (("two nodes", results), ("one host", one_host)):
-        print(f"{where}: median sync_s per rank {sync_medians(trained(folder, STATIC))}")
+        metrics = json.loads((trained(folder, STATIC) / "metrics.json").read_text())
+        print(
+            f"static on {where}: {metrics['wall_s']:.1f} s, {metrics['samples_per_s']:.0f} "
+            f"samples/s, median sync_s per rank {sync_medians(trained(folder, STATIC))}"
+        )
 
 
 def sync_medians(run_dir):
@@ -104,3 +113,24 @@ def test_a_run_of_one_rank_is_a_plain_one_task_job(two_nodes):
     launcher = one_rank[0].split(" -- ")[1]
     assert "srun" not in launcher and "mpiexec" not in launcher, launcher
     assert (trained(results, ONE_RANK) / "metrics.json").exists()
+
+
+def test_the_simulators_network_model_is_a_lower_bound_of_the_measured_allreduce():
+    """`dynalloc simulate`'s Allreduce (core.allreduce, Thakur et al.'s formulas) from the
+    latency and seconds per byte of a ping-pong between the nodes, against the Allreduce of
+    LeNet's gradient measured on the 4 ranks. The model sees the links only: here the four
+    ranks and the kernel's TCP work share two cores, which it cannot know."""
+    probe = subprocess.run(
+        ["srun", "-N2", "--ntasks-per-node=2", "--mpi=pmi2", BIN / "python",
+         Path(__file__).with_name("exchange_probe.py")],
+        capture_output=True, text=True, timeout=300, env={**ENV, **CLUSTER_ENV},
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    figures = json.loads(probe.stdout)
+    predicted = allreduce_seconds("ring", 4, figures["bytes"], figures["alpha"], figures["beta"])
+    print(
+        f"ping-pong n1-n2: alpha {figures['alpha'] * 1e6:.0f} us, "
+        f"{1e-6 / figures['beta']:.0f} MB/s; Allreduce of {figures['bytes']} bytes on 4 ranks: "
+        f"ring model {predicted * 1e3:.1f} ms, measured {figures['allreduce_s'] * 1e3:.1f} ms"
+    )
+    assert 0 < predicted < figures["allreduce_s"]

@@ -12,7 +12,7 @@ import time
 import pytest
 from dynalloc.runtime import checkpoint
 from dynalloc.runtime.peerwatch import alive
-from helpers import ENV, ROOT, SNAKEMAKE, rank_pids, snakemake, snakemake_command, wait_for
+from helpers import SNAKEMAKE, rank_pids, snakemake, start_snakemake, wait_for
 
 pytestmark = [
     pytest.mark.mpi,
@@ -26,18 +26,6 @@ OVERRIDE = {
     "scenarios": {"slowdown-1-3": {"slowdown": {1: 8}}},  # long enough to be stopped mid-run
     "training": {"iterations": ITERATIONS, "checkpoint": {"every": 5, "keep": 2}},
 }
-
-
-def start(results, override=OVERRIDE):
-    return subprocess.Popen(
-        snakemake_command(results=results, override=override),
-        cwd=ROOT,
-        env=ENV,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
 
 
 def checkpointed(train_dir, iteration=20):
@@ -57,7 +45,7 @@ def test_a_snakemake_killed_alone_stops_its_training_and_the_documented_recovery
 ):
     results = tmp_path / "results"
     train_dir = results / "runs" / RUN / "train"
-    job = start(results)
+    job = start_snakemake(results=results, override=OVERRIDE)
     try:
         wait_for(lambda: checkpointed(train_dir) or job.poll() is not None, timeout=300)
         pids = rank_pids(train_dir)
@@ -82,7 +70,7 @@ def test_a_snakemake_killed_alone_stops_its_training_and_the_documented_recovery
 def test_a_training_stopped_by_a_signal_is_retried_and_resumes_by_itself(tmp_path):
     results = tmp_path / "results"
     train_dir = results / "runs" / RUN / "train"
-    job = start(results)
+    job = start_snakemake(results=results, override=OVERRIDE, output=subprocess.PIPE)
     try:
         wait_for(lambda: checkpointed(train_dir) or job.poll() is not None, timeout=300)
         os.kill(rank_pids(train_dir)[1], signal.SIGTERM)  # a scheduler's time limit

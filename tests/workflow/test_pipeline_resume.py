@@ -3,11 +3,10 @@
 import csv
 import os
 import signal
-import subprocess
 
 import pytest
 from dynalloc.runtime import checkpoint
-from helpers import ENV, ROOT, SNAKEMAKE, snakemake, snakemake_command, wait_for
+from helpers import SNAKEMAKE, snakemake, start_snakemake, wait_for
 
 pytestmark = [
     pytest.mark.mpi,
@@ -25,14 +24,7 @@ OVERRIDE = {
 def test_killed_pipeline_reruns_to_completion_from_the_checkpoint(tmp_path):
     results = tmp_path / "results"
     train_dir = results / "runs" / "digits-mlp-adaptive-slowdown-1-3-r2-s0" / "train"
-    job = subprocess.Popen(
-        snakemake_command(results=results, override=OVERRIDE),
-        cwd=ROOT,
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    job = start_snakemake(results=results, override=OVERRIDE)
     try:
         wait_for(
             lambda: (
