@@ -14,10 +14,7 @@ every rank before the run directory is touched.
 import contextlib
 import difflib
 import functools
-import importlib
-import inspect
 import io
-import sys
 import warnings
 
 import mxnet as mx
@@ -26,6 +23,7 @@ from mxnet.gluon.model_zoo import vision
 
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.model_spec import BUILTIN_MODELS, check_model, model_name
+from dynalloc.runtime.factory import factory, one_line
 from dynalloc.runtime.networks import BUILDERS, MIN_SIZE
 
 MODELS = BUILTIN_MODELS
@@ -65,7 +63,9 @@ def build_model(name, classes, input_shape, seed, python_path=()):
         if "zoo" in name:
             make = _zoo(name["zoo"], classes, args)
         else:
-            make = _factory(name["factory"], classes, input_shape, args, python_path)
+            make = factory(
+                name["factory"], classes, input_shape, args, python_path, Block, "a Gluon Block"
+            )
 
     mx.random.seed(seed)
     with mx.name.NameManager():
@@ -104,47 +104,7 @@ def _zoo(name, classes, args):
         try:
             return vision.get_model(name, **args)
         except Exception as error:  # noqa: BLE001 - whatever the constructor says of the args
-            raise DynallocError(f"model.args: {name} rejects {args}: {_one_line(error)}") from None
-
-    return make
-
-
-def _factory(path, classes, input_shape, args, python_path):
-    module_name, function_name = path.split(":")
-    for folder in reversed(list(python_path)):
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as error:  # noqa: BLE001 - any failure of the user's module
-        raise DynallocError(
-            f"model.factory: module {module_name!r} does not import: {_one_line(error)}"
-        ) from None
-    function = getattr(module, function_name, None)
-    if not callable(function):
-        raise DynallocError(
-            f"model.factory: module {module_name!r} ({getattr(module, '__file__', '?')}) "
-            f"has no function {function_name!r}"
-        )
-    kwargs = {"classes": classes, "input_shape": input_shape, **args}
-    try:
-        inspect.signature(function).bind(**kwargs)
-    except TypeError as error:
-        raise DynallocError(f"model.args: {path} rejects {kwargs}: {error}") from None
-    except ValueError:
-        pass  # no signature to read: the call itself will tell
-
-    def make():
-        try:
-            net = function(**kwargs)
-        except Exception as error:  # noqa: BLE001 - any failure of the user's function
-            key = "model.args" if args else "model.factory"
-            raise DynallocError(f"{key}: {path}(**{kwargs}) failed: {_one_line(error)}") from None
-        if not isinstance(net, Block):
-            raise DynallocError(
-                f"model.factory: {path} returned {type(net).__name__}, not a Gluon Block"
-            )
-        return net
+            raise DynallocError(f"model.args: {name} rejects {args}: {one_line(error)}") from None
 
     return make
 
@@ -168,7 +128,7 @@ def _initialise(net, name, classes, input_shape):
     except Exception as error:  # noqa: BLE001 - whatever the network raises
         raise DynallocError(
             f"model: {name} fails to initialise and run on one sample of shape {shape}: "
-            f"{_one_line(error)}"
+            f"{one_line(error)}"
         ) from None
     got = out.shape if isinstance(out, mx.nd.NDArray) else type(out).__name__
     if got != (1, classes):
@@ -176,11 +136,6 @@ def _initialise(net, name, classes, input_shape):
             f"model: {name} gives {got} on one sample of shape {shape}, not (1, {classes}): "
             f"one score for each of the dataset's {classes} classes"
         )
-
-
-def _one_line(error):
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def _check_int(key, value, minimum):
