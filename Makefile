@@ -7,17 +7,20 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 2>/dev/null)
 TRAIN_VENV := .venv-train
 WORKFLOW_VENV := .venv-workflow
+TORCH_VENV := .venv-torch
 TRAIN := $(TRAIN_VENV)/bin
 WORKFLOW := $(WORKFLOW_VENV)/bin
+TORCH := $(TORCH_VENV)/bin
 export OMP_NUM_THREADS := 1
 export MXNET_CPU_WORKER_NTHREADS := 1
 
-.PHONY: help setup test run lint bench bench-repeats bench-simulate bench-data bench-core bench-stream clean
+.PHONY: help setup setup-torch test run lint bench bench-repeats bench-simulate bench-data bench-core bench-stream clean
 
 help:
 	@echo "make run            the pipeline on config/config.yaml: stage, train on 2 MPI ranks, report"
 	@echo "make test           unit, MPI and pipeline tests (builds the environments first)"
 	@echo "make setup          build .venv-train and .venv-workflow (only what changed)"
+	@echo "make setup-torch    build .venv-torch: CPU PyTorch, for framework: torch runs"
 	@echo "make lint           ruff"
 	@echo "make bench          every policy and MXNet dist_sync on Fashion-MNIST -> BENCHMARKS.md"
 	@echo "make bench-repeats  then seeds 1 and 2 of its close races (35-51 min) -> BENCHMARKS.md"
@@ -44,6 +47,17 @@ $(TRAIN_VENV)/.installed: envs/train.txt envs/dev.txt pyproject.toml
 	$(TRAIN)/pip install -q --no-deps -e .
 	touch $@
 
+# The PyTorch env is apart: MXNet's needs numpy < 1.24, torch wants a newer one.
+setup-torch: $(TORCH_VENV)/.installed
+
+$(TORCH_VENV)/.installed: envs/torch.txt envs/dev.txt pyproject.toml
+	$(check_python)
+	[ -x $(TORCH)/python ] || "$(PYTHON)" -m venv $(TORCH_VENV)
+	$(TORCH)/pip install -q --upgrade pip
+	$(TORCH)/pip install -q -r envs/torch.txt -r envs/dev.txt
+	$(TORCH)/pip install -q --no-deps -e .
+	touch $@
+
 $(WORKFLOW_VENV)/.installed: envs/workflow.txt envs/dev.txt pyproject.toml
 	$(check_python)
 	[ -x $(WORKFLOW)/python ] || "$(PYTHON)" -m venv $(WORKFLOW_VENV)
@@ -55,9 +69,10 @@ $(WORKFLOW_VENV)/.installed: envs/workflow.txt envs/dev.txt pyproject.toml
 # Plugin and MPI tests in the training env; analysis tests in the workflow env (numpy 2, no MXNet);
 # the pipeline tests drive the workflow env's snakemake from the training env's pytest. The bench
 # smoke tests read Fashion-MNIST and its JPEG files (bench-data: apt-get, as root).
-test: setup bench-data
-	$(TRAIN)/pytest -q -p no:cacheprovider --ignore=tests/workflow_env
+test: setup setup-torch bench-data
+	$(TRAIN)/pytest -q -p no:cacheprovider --ignore=tests/workflow_env --ignore=tests/torch_env
 	$(WORKFLOW)/pytest -q -p no:cacheprovider tests/workflow_env
+	$(TORCH)/pytest -q -p no:cacheprovider tests/torch_env
 
 lint: setup
 	$(TRAIN)/ruff check plugin tests benchmarks

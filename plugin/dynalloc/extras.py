@@ -1,13 +1,20 @@
 """Which of the package's extras (pyproject.toml) installs a third-party module a subcommand needs.
 
 `stage`, `train` and `baseline` need the `train` extra (MXNet with the numpy it imports with,
-mpi4py, mpich); `summarize`, `compare` and `replay` the `analysis` extra (pandas, matplotlib).
+mpi4py, mpich); `summarize`, `compare` and `replay` the `analysis` extra (pandas, matplotlib);
+`train` of a `framework: torch` run the `torch` extra.
 The command line turns a `ModuleNotFoundError` for one of these modules into one line naming the
 extra; a missing module that no extra installs is a broken install or a bug and keeps its
 traceback. Standard library only: this module runs exactly where the extras are missing.
 """
 
-EXTRAS = {"mxnet": "train", "mpi4py": "train", "pandas": "analysis", "matplotlib": "analysis"}
+EXTRAS = {
+    "mxnet": "train",
+    "mpi4py": "train",
+    "pandas": "analysis",
+    "matplotlib": "analysis",
+    "torch": "torch",
+}
 
 
 def missing_extra(error):

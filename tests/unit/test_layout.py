@@ -27,7 +27,7 @@ ALLOWED = {
     "core": {"numpy"},
     "experiment": {"numpy", "yaml"},
     "data": {"numpy", "mxnet", "sklearn", "cv2"},
-    "runtime": {"numpy", "yaml", "mxnet", "mpi4py"},
+    "runtime": {"numpy", "yaml", "mxnet", "mpi4py", "torch"},
     "analysis": {"numpy", "yaml", "pandas", "matplotlib"},
     "cli": set(),
 }
@@ -90,3 +90,47 @@ def test_the_check_sees_a_wrong_import(tmp_path):
     module.write_text("def f():\n    from dynalloc.analysis.runs import load_run\n")
     assert list(imports(module)) == [("dynalloc.analysis.runs", 2)]
     assert target("dynalloc.analysis.runs") == "analysis"
+
+
+def module_name(path):
+    return "dynalloc." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+
+
+def imported_modules(path):
+    """What `path` imports, `from package import module` read as the module too."""
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def reachable(start):
+    """The plugin's modules that `start` (a dotted name) imports, directly or through others."""
+    by_name = {module_name(path): path for path in MODULES}
+    by_name |= {name.removesuffix(".__init__"): path for name, path in by_name.items()}
+    seen, todo = set(), [start]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        todo += list(imported_modules(by_name[name]))
+    return seen
+
+
+def test_the_two_frameworks_never_load_each_other():
+    """The PyTorch environment has no MXNet and the MXNet one no PyTorch: nothing the torch
+    adapter imports, however indirectly, imports mxnet, and nothing outside it imports torch."""
+    torch_side = reachable("dynalloc.runtime.torch")
+    assert {"dynalloc.runtime.torch.batch", "dynalloc.runtime.allocation"} <= torch_side
+    wrong = []
+    for path in MODULES:
+        name = module_name(path)
+        tops = {imported.split(".")[0] for imported, _ in imports(path)}
+        if name in torch_side and "mxnet" in tops:
+            wrong.append(f"{name} imports mxnet and the torch adapter imports it")
+        if not name.startswith("dynalloc.runtime.torch") and "torch" in tops:
+            wrong.append(f"{name} imports torch outside runtime/torch")
+    assert not wrong, wrong

@@ -1,0 +1,183 @@
+"""PyTorch integration: the same few lines in a user's own loop as `DynamicBatch` for Gluon.
+
+    rank, ranks = init_process_group()         # under torchrun, mpiexec or srun
+    dyn = DynamicBatch(model, optimizer, dataset_size=len(train_x), global_batch=512,
+                       policy="adaptive", seed=0)
+    for epoch in range(epochs):
+        for step in dyn.epoch(epoch):
+            x, y = train_x[step.indices], train_y[step.indices]
+            with step.compute():               # timed: forward + backward of this share
+                loss = loss_fn(model(x), y)    # the mean over the share (PyTorch's default)
+                loss.backward()
+            step.finish(loss)                  # weighted all-reduce, optimizer.step, new shares
+
+`model` may be a plain module or a `DistributedDataParallel`. A plain module's gradients live in
+one tensor (each parameter's `.grad` a view of it): after the backward pass it is weighted by
+the rank's share `b_r / B` and summed over the ranks in one all-reduce, which gives the gradient
+of the mean loss over the global batch whatever the shares. Under DDP the share-weighted hook
+(`runtime.torch.hook`) does the same bucket by bucket, overlapped with the backward pass, and
+the rank's compute time ends when its last bucket is ready, before it waits for the others.
+Either way the optimizer is the user's own, stepped as it is; the gradients are zeroed after
+each step.
+"""
+
+import contextlib
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.parallel import DistributedDataParallel
+
+from dynalloc.errors import DynallocError, SharedError
+from dynalloc.runtime import allocation
+from dynalloc.runtime.allocation import Allocation
+from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook
+
+
+class Step(allocation.Step):
+    """One iteration of one rank under PyTorch: the finish takes the mean loss of the share."""
+
+    def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
+        super().__init__(owner, epoch, batch, shares, indices, next_epoch)
+        owner.weigh(self.share / int(np.sum(shares)))
+
+    @contextlib.contextmanager
+    def compute(self):
+        """Time the enclosed forward and backward. Under DDP the backward pass also waits for
+        the other ranks' buckets: the time ends when this rank's last bucket was ready."""
+        if not self.owner.ddp:
+            with super().compute():
+                yield self
+            return
+        began = time.perf_counter()
+        self.owner.hook.last_ready = None
+        yield self
+        self.owner.wait_for_device()
+        ended = time.perf_counter()
+        measured = (self.owner.hook.last_ready or ended) - began
+        if self.slowdown > 1.0:
+            time.sleep((self.slowdown - 1.0) * measured)
+        self.compute_s = measured + (time.perf_counter() - ended)
+        self.owner.overlapped_s = ended - began - measured
+
+    def finish(self, loss):
+        """Exchange gradients, step the optimizer, agree on the next shares; returns the mean
+        loss of the global batch (the same number on every rank). `loss`: the mean loss over
+        this rank's share, whose gradient `backward()` gave: each rank's is weighted by its
+        share, so a summed loss would be weighted wrongly, and training silently worse."""
+        if not (torch.is_tensor(loss) and loss.dim() == 0):
+            shape = tuple(loss.shape) if torch.is_tensor(loss) else type(loss).__name__
+            raise SharedError(
+                f"step.finish() needs the mean loss over this rank's share (a 0-d tensor, as "
+                f"PyTorch's losses return it by default), got {shape}"
+            )
+        self.loss = self.owner._finish(self, float(loss.detach()))
+        return self.loss
+
+
+class DynamicBatch(Allocation):
+    """Hands each rank its samples per iteration, times its compute, sums the share-weighted
+    gradients, steps the optimizer and feeds the allocation policy (`Allocation`: the policy,
+    slowdown, sampler and rows). The process group must be initialised
+    (`runtime.torch.init_process_group`); `group` is the one to use, the default otherwise. A
+    network with BatchNorm keeps at least 8 samples per rank."""
+
+    Step = Step
+
+    def __init__(
+        self, model, optimizer, dataset_size, global_batch, *, policy="adaptive", seed=0,
+        min_share=1, max_share=None, drop_last=False, slowdown=None, sampler=None, group=None,
+    ):  # fmt: skip
+        if not dist.is_initialized():
+            raise DynallocError(
+                "initialise the process group before DynamicBatch: "
+                "dynalloc.runtime.torch.init_process_group()"
+            )
+        self.model, self.optimizer, self.group = model, optimizer, group
+        self.ddp = isinstance(model, DistributedDataParallel)
+        self.module = model.module if self.ddp else model
+        self.params = [p for p in self.module.parameters() if p.requires_grad]
+        if not self.params:
+            raise DynallocError("the model has no parameter that requires a gradient")
+        self.device = self.params[0].device
+        # The small per-iteration gathers go over gloo on the CPU, whatever carries gradients.
+        on_cpu = dist.get_backend(group) == dist.Backend.GLOO
+        self.meta = group if on_cpu else dist.new_group(backend="gloo")
+        self.weight, self.overlapped_s = 1.0, 0.0
+        if self.ddp:  # DDP has broadcast rank 0's parameters already
+            self.hook = ShareWeight(group)
+            model.register_comm_hook(self.hook, share_weighted_hook)
+        else:
+            for tensor in [*self.module.parameters(), *self.module.buffers()]:
+                dist.broadcast(tensor.data, src=0, group=group)  # all ranks start from rank 0
+            self.gradients = self._gradients_in_one_tensor()
+        super().__init__(
+            dist.get_rank(group), dist.get_world_size(group), dataset_size, global_batch,
+            policy=policy, seed=seed, min_share=min_share, max_share=max_share,
+            drop_last=drop_last, slowdown=slowdown, sampler=sampler,
+            batchnorm=any(isinstance(m, _BatchNorm) for m in self.module.modules()),
+        )  # fmt: skip
+
+    def weigh(self, weight):
+        """This rank's gradients weigh `weight` (`b_r / B`) in the iteration under way."""
+        self.weight = weight
+        if self.ddp:
+            self.hook.weight = weight
+
+    def _gradients_in_one_tensor(self):
+        dtypes = {p.dtype for p in self.params}
+        if len(dtypes) > 1:
+            raise DynallocError(f"the parameters mix dtypes {sorted(map(str, dtypes))}")
+        gradients = torch.zeros(sum(p.numel() for p in self.params), dtype=dtypes.pop(),
+                                device=self.device)  # fmt: skip
+        self.views, start = [], 0
+        for p in self.params:
+            self.views.append(gradients[start : start + p.numel()].view_as(p))
+            start += p.numel()
+        self._bind()
+        return gradients
+
+    def _bind(self):
+        """Make each `.grad` the view of the one gradient tensor again, keeping its values:
+        `optimizer.zero_grad()` sets gradients to None by default, and the next backward pass
+        then gives a parameter a tensor of its own."""
+        for p, view in zip(self.params, self.views, strict=True):
+            if p.grad is not view:
+                if p.grad is None:
+                    view.zero_()
+                else:
+                    view.copy_(p.grad)
+                p.grad = view
+
+    def wait_for_device(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def average_state(self):
+        """Average the floating-point buffers (BatchNorm running statistics, which each rank
+        gathers from its own samples) over the ranks, so that every rank evaluates and saves
+        the same model. Call it before evaluating or saving."""
+        for buffer in self.module.buffers():
+            if buffer.is_floating_point():
+                dist.all_reduce(buffer.data, group=self.group)
+                buffer.data.div_(self.ranks)
+
+    def _finish(self, step, loss):
+        if self.ddp:
+            sync_s = self.overlapped_s  # the backward pass's wait for the others' buckets
+        else:
+            began = time.perf_counter()
+            self._bind()
+            self.gradients.mul_(self.weight)
+            dist.all_reduce(self.gradients, group=self.group)
+            self.wait_for_device()
+            sync_s = time.perf_counter() - began
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=False)
+        busy = step.compute_s + step.data_s
+        mine = torch.tensor([busy, loss, float(self.stop_requested)], dtype=torch.float64)
+        gathered = [torch.empty(3, dtype=torch.float64) for _ in range(self.ranks)]
+        dist.all_gather(gathered, mine, group=self.meta)
+        return self.settle(step, sync_s, torch.stack(gathered).numpy())

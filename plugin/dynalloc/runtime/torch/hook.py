@@ -1,0 +1,38 @@
+"""The DDP communication hook that weights each rank's gradients by its share of the batch.
+
+DistributedDataParallel averages the ranks' gradients, which is the gradient of the mean loss
+over the global batch only when every rank had as many samples. With shares `b_r` of a global
+batch `B`, each rank's gradient of its mean loss weighted by `b_r / B` and summed is that
+gradient exactly, whatever the shares: the hook does that to every bucket, so users of DDP keep
+it, and its overlap of the all-reduce with the backward pass.
+
+    model = DistributedDataParallel(net)
+    dyn = DynamicBatch(model, optimizer, ...)   # registers the hook with its own state
+"""
+
+import time
+
+import torch
+import torch.distributed as dist
+
+
+class ShareWeight:
+    """The hook's state: this rank's weight `b_r / B` for the iteration under way, and when its
+    last bucket was ready (its own backward done, before it waits for the others)."""
+
+    def __init__(self, group=None):
+        self.group, self.weight, self.last_ready = group, 1.0, None
+
+
+def share_weighted_hook(state, bucket):
+    """Multiply the bucket by `state.weight`, then sum it over the ranks (asynchronously, as DDP
+    expects of a hook). On the last bucket of the backward pass, note the time first: what the
+    rank computed is done then (CUDA's queue drained), whatever the others still compute."""
+    tensor = bucket.buffer()
+    tensor.mul_(state.weight)
+    if bucket.is_last():
+        if tensor.is_cuda:
+            torch.cuda.synchronize(tensor.device)
+        state.last_ready = time.perf_counter()
+    work = dist.all_reduce(tensor, group=state.group, async_op=True)
+    return work.get_future().then(lambda future: future.value()[0])

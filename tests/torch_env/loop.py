@@ -1,0 +1,59 @@
+"""A PyTorch training loop with dynalloc, as README's example has it, under any launcher:
+
+    torchrun --standalone --nproc_per_node=R loop.py OUT [--ddp] [--slow RANK=FACTOR ...]
+    mpiexec -n R python loop.py OUT ...
+
+Trains the built-in mlp on 600 random 8x8 samples, global batch 128, 3 epochs, `adaptive`;
+each rank writes its pid (OUT.pid-RANK) once the group is joined; at the end rank 0 saves the
+final parameters (OUT.params.npy) and rank 0's shares, and every rank the sample indices it
+was given (OUT.indices-RANK.npy, one row per epoch of -1-padded indices).
+"""
+
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from dynalloc.runtime.torch import DynamicBatch, init_process_group
+from dynalloc.runtime.torch.models import build_model
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("out")
+parser.add_argument("--ddp", action="store_true")
+parser.add_argument("--slow", nargs="*", default=[], help="RANK=FACTOR")
+parser.add_argument("--loss", default="mean", choices=["mean", "per-sample"])
+parser.add_argument("--epochs", type=int, default=3)
+args = parser.parse_args()
+
+rank, ranks = init_process_group()
+Path(f"{args.out}.pid-{rank}").write_text(str(os.getpid()))
+model = build_model("mlp", 10, (1, 8, 8), seed=0)
+if args.ddp:
+    model = nn.parallel.DistributedDataParallel(model)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+data = np.random.default_rng(0)
+x_all = torch.tensor(data.random((600, 1, 8, 8), dtype=np.float32))
+y_all = torch.tensor(data.integers(0, 10, 600))
+factors = {int(r): float(f) for r, f in (s.split("=") for s in args.slow)}
+dyn = DynamicBatch(model, optimizer, len(x_all), 128, policy="adaptive", seed=0,
+                   slowdown=lambda iteration: factors.get(rank, 1.0))  # fmt: skip
+loss_fn = nn.CrossEntropyLoss(reduction="none" if args.loss == "per-sample" else "mean")
+seen = []
+for epoch in range(args.epochs):
+    mine = []
+    for step in dyn.epoch(epoch):
+        mine.extend(step.indices.tolist())
+        with step.compute():
+            loss = loss_fn(model(x_all[step.indices]), y_all[step.indices])
+            loss.mean().backward()
+        step.finish(loss)
+    seen.append(mine)
+width = max(len(m) for m in seen)
+np.save(f"{args.out}.indices-{rank}.npy", np.array([m + [-1] * (width - len(m)) for m in seen]))
+if rank == 0:
+    flat = torch.cat([p.detach().ravel() for p in model.parameters()]).numpy()
+    np.save(f"{args.out}.params.npy", flat)
+    np.save(f"{args.out}.shares.npy", np.array([row.batch_size for row in dyn.rows]))
+print(f"rank {rank} done: shares {dyn.shares.tolist()}", flush=True)

@@ -1,0 +1,82 @@
+"""`dynalloc.runtime.torch`: the same model whatever the ranks, the shares and the launcher;
+every sample once per epoch; bad input said in one line; a killed rank ends the job."""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from launchers import BIN, ENV, HERE, mpiexec, torchrun
+
+# Rank 1 three times slower: `adaptive` moves the shares, and the model must not notice.
+SLOW = ["--slow", "1=3"]
+
+
+@pytest.fixture(scope="module")
+def one_rank(tmp_path_factory):
+    out = tmp_path_factory.mktemp("one") / "run"
+    result = torchrun(1, "loop.py", out)
+    assert result.returncode == 0, result.stderr
+    return np.load(f"{out}.params.npy")
+
+
+@pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_any_ranks_and_shares_train_the_model_of_one_rank(one_rank, tmp_path, ranks, ddp):
+    out = tmp_path / "run"
+    result = torchrun(ranks, "loop.py", out, *SLOW, *(["--ddp"] if ddp else []))
+    assert result.returncode == 0, result.stderr
+    shares = np.load(f"{out}.shares.npy")
+    assert len(set(shares.tolist())) > 1, "the shares never moved: nothing was tested"
+    assert np.abs(np.load(f"{out}.params.npy") - one_rank).max() < 1e-5
+
+
+def test_mpiexec_starts_the_ranks_too(one_rank, tmp_path):
+    out = tmp_path / "run"
+    result = mpiexec(3, "loop.py", out, *SLOW, "--ddp")
+    assert result.returncode == 0, result.stderr
+    assert np.abs(np.load(f"{out}.params.npy") - one_rank).max() < 1e-5
+
+
+def test_every_sample_once_per_epoch(tmp_path):
+    out = tmp_path / "run"
+    result = torchrun(3, "loop.py", out, *SLOW)
+    assert result.returncode == 0, result.stderr
+    indices = np.concatenate([np.load(f"{out}.indices-{r}.npy") for r in range(3)], axis=1)
+    for epoch in indices:
+        taken = np.sort(epoch[epoch >= 0])
+        assert taken.tolist() == list(range(600))
+
+
+def test_a_loss_per_sample_is_refused_in_one_line_on_every_rank(tmp_path):
+    result = torchrun(2, "loop.py", tmp_path / "run", "--loss", "per-sample")
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if "step.finish() needs" in line]
+    assert lines and "the mean loss over this rank's share (a 0-d tensor" in lines[0]
+    assert not list(tmp_path.glob("*.npy"))  # nothing written
+
+
+def test_a_killed_rank_ends_the_job_through_torchrun(tmp_path):
+    """torchrun's own failure handling: a worker lost, the others are stopped, it exits."""
+    out = tmp_path / "run"
+    job = subprocess.Popen(
+        [str(BIN / "torchrun"), "--standalone", "--nproc_per_node=3", str(HERE / "loop.py"),
+         str(out), "--epochs", "1000"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV,
+    )  # fmt: skip
+    pids = [tmp_path / f"run.pid-{rank}" for rank in range(3)]
+    deadline = time.monotonic() + 120
+    while not all(p.exists() for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # training now
+    os.kill(int(pids[1].read_text()), signal.SIGKILL)
+    killed = time.monotonic()
+    _, stderr = job.communicate(timeout=60)
+    assert job.returncode != 0
+    assert time.monotonic() - killed < 30
+    assert "Signal 9 (SIGKILL) received" in stderr or "exitcode  : -9" in stderr, stderr[-2000:]
+    for rank in (0, 2):
+        assert not Path(f"/proc/{pids[rank].read_text()}").exists()
