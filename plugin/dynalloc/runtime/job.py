@@ -96,11 +96,10 @@ class Supervisor:
         self.stalled = None  # when a rank reported a stall
 
     def run(self):
-        """Start the launcher, supervise it until it ends; returns the job's exit code."""
+        """Start the launcher, supervise it until it ends; returns the job's exit code. (A
+        signal before the handlers are in place kills this process, and so SIGTERMs the
+        launcher: the same end.)"""
         env = {**os.environ, JOB_VARIABLE: f"{os.getpid()}@{socket.gethostname()}"}
-        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        signal.set_wakeup_fd(wake_w)
-        handlers = {number: signal.signal(number, self._signal) for number in self.SIGNALS}
         try:
             self.child = subprocess.Popen(
                 self.command,
@@ -110,6 +109,9 @@ class Supervisor:
             )
         except OSError as error:
             raise DynallocError(f"cannot start {self.command[0]}: {error.strerror}") from None
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        handlers = {number: signal.signal(number, self._signal) for number in self.SIGNALS}
         try:
             self._supervise(wake_r)
         finally:
