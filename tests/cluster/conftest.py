@@ -1,12 +1,13 @@
 """A real two-node SLURM cluster on this host, for the session.
 
-Debian's slurmctld, slurmd, slurm-client and munge (installed with apt-get when missing) are
-started by hand without systemd and stopped by pid afterwards; it needs root, as CI and the
-development machines have. Each compute node is a network namespace and a UTS namespace of its
-own: its own hostname (n1, n2) and address, joined to a bridge in the root namespace by a veth
-pair. The subnet is ours, the namespaces have no default route and forwarding stays off, so
-nothing leaves them. The namespaces, the bridge and the daemons are removed when the session
-ends, also after a failure, and any left by an earlier session are removed first.
+Debian's slurmctld, slurmd, slurm-client and munge (installed with apt-get when missing, with
+iproute2's `ip`) are started by hand without systemd and stopped by pid afterwards; it needs
+root, as CI and the development machines have. Each compute node is a network namespace and a
+UTS namespace of its own: its own hostname (n1, n2) and address, joined to a bridge in the root
+namespace by a veth pair. The subnet is ours, the namespaces have no default route and
+forwarding stays off, so nothing leaves them. The namespaces, the bridge and the daemons are
+removed when the session ends, also after a failure, and any left by an earlier session are
+removed first.
 
 What it cost to learn (see also ../shared/DESIGN.md's facts):
 - slurmd must start as `nsenter --net=/run/netns/NODE unshare --uts sh -c 'hostname NODE; exec
@@ -24,6 +25,9 @@ What it cost to learn (see also ../shared/DESIGN.md's facts):
   libfabric's tcp provider (`CLUSTER_ENV`: MPIR_CVAR_CH4_NETMOD=ofi, FI_PROVIDER=tcp), started
   20 times in 20 under the same load and sends the ranks' traffic over the veths (21 MB on n2's
   link for 5 allreduces of 4 MB across 4 ranks).
+- Job ids restart with every session's empty state, and MPICH names its shared memory after the
+  job: a segment that a killed job left in /dev/shm (one for every node here) made the next job
+  of that id spin in MPI_Init for good. `FirstJobId` from the clock keeps ids apart.
 - A node whose link goes down keeps its job steps: srun waits for them, and slurmctld marks the
   node DOWN only after SlurmdTimeout (300 s by default). After the link returns the node may be
   drained ("Kill task failed"): `Cluster.resume` returns it to service.
@@ -40,8 +44,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
-COMMANDS = ["slurmctld", "slurmd", "sbatch", "munged"]  # present once PACKAGES are installed
+PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge", "iproute2"]
+COMMANDS = ["slurmctld", "slurmd", "sbatch", "munged", "ip"]  # present once PACKAGES are installed
 # Clients (sbatch, squeue and srun inside the jobs) read the default path: the executor plugin
 # removes SLURM_CONF from a job's environment.
 CONF = Path("/etc/slurm/slurm.conf")
@@ -154,6 +158,10 @@ def slurm_conf(state):
             "AccountingStorageType=accounting_storage/none",
             "JobAcctGatherType=jobacct_gather/none",
             "MinJobAge=600",
+            # Job ids unique across sessions (each starts with an empty state): MPICH names its
+            # shared memory after the job, and a segment a killed job left in /dev/shm (shared by
+            # the namespaced nodes) hangs the next job of that id in MPI_Init.
+            f"FirstJobId={1 + int(time.time()) % 60_000_000}",
             "ReturnToService=2",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",

@@ -6,6 +6,7 @@ retry resumes the run from its last checkpoint without the user."""
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -39,11 +40,27 @@ def faults(iterations=ITERATIONS):
     }
 
 
+@pytest.fixture
+def started():
+    """The pipelines a test starts; one still running at the end (a failed test) is stopped as
+    Ctrl-C stops it, which cancels its SLURM jobs."""
+    pipelines = []
+    yield pipelines
+    for pipeline in pipelines:
+        if pipeline.job.poll() is None:
+            pipeline.job.send_signal(signal.SIGINT)
+            try:
+                pipeline.job.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(pipeline.job.pid, signal.SIGKILL)
+                pipeline.job.wait()
+
+
 class Pipeline:
     """The pipeline of `faults()` through the shipped profile (2 ranks a node), in the
     background."""
 
-    def __init__(self, tmp_path, iterations=ITERATIONS, **train_resources):
+    def __init__(self, started, tmp_path, iterations=ITERATIONS, **train_resources):
         self.results = tmp_path / "results"
         self.train_dir = self.results / "runs" / RUN / "train"
         self.status = self.results / "logs" / "train" / f"{RUN}.status"
@@ -51,6 +68,7 @@ class Pipeline:
         profile = profile_with(tmp_path, slurm_extra="--ntasks-per-node=2", **train_resources)
         self.job = start_on_slurm(self.results, profile=profile, override=faults(iterations))
         self.output = tmp_path / "snakemake.out"
+        started.append(self)
 
     def wait_for_checkpoint(self, iteration=30):
         wait_for(
@@ -97,8 +115,8 @@ class Pipeline:
         assert sorted(keys) == [(i, r) for i in range(self.iterations) for r in range(4)]
 
 
-def test_a_rank_killed_on_the_second_node_ends_the_job_naming_it(slurm, tmp_path):
-    pipeline = Pipeline(tmp_path)
+def test_a_rank_killed_on_the_second_node_ends_the_job_naming_it(slurm, tmp_path, started):
+    pipeline = Pipeline(started, tmp_path)
     pids = pipeline.wait_for_checkpoint()
     os.kill(pids[3], signal.SIGKILL)
     took, status = pipeline.first_attempt_ended()
@@ -114,9 +132,9 @@ def test_a_rank_killed_on_the_second_node_ends_the_job_naming_it(slurm, tmp_path
 
 
 def test_a_node_cut_off_mid_run_ends_the_job_as_a_stall_and_the_run_resumes_once_it_is_back(
-    slurm, tmp_path
+    slurm, tmp_path, started
 ):
-    pipeline = Pipeline(tmp_path)
+    pipeline = Pipeline(started, tmp_path)
     pids = pipeline.wait_for_checkpoint()
     slurm.link("n2", up=False)
     try:
@@ -134,10 +152,12 @@ def test_a_node_cut_off_mid_run_ends_the_job_as_a_stall_and_the_run_resumes_once
     pipeline.assert_resumed_once()
 
 
-def test_the_time_limit_checkpoints_and_snakemake_retries_the_job_which_resumes(slurm, tmp_path):
+def test_the_time_limit_checkpoints_and_snakemake_retries_the_job_which_resumes(
+    slurm, tmp_path, started
+):
     # 3000 iterations take about 5 minutes: the first attempt meets its limit for sure. Once the
     # second resumed, snakemake is stopped (it cancels its jobs): a third would only repeat.
-    pipeline = Pipeline(tmp_path, iterations=3000, runtime=1)  # minutes: SLURM's unit
+    pipeline = Pipeline(started, tmp_path, iterations=3000, runtime=1)  # minutes: SLURM's unit
     pipeline.wait_for_checkpoint()
     took, status = pipeline.first_attempt_ended(timeout=240)
     assert status["code"] == 75, status

@@ -46,7 +46,7 @@ def test_every_job_is_an_sbatch_job_and_training_has_two_tasks(on_srun):
     }
     assert jobs["train"] == [("COMPLETED", 2)] * 2
     assert all(state == "COMPLETED" for states in jobs.values() for state, _ in states), jobs
-    assert output(run).count("Shell command: srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 ") == 2
+    assert output(run).count(" -- srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 ") == 2  # supervised
 
 
 def test_results_equal_those_of_a_local_run(on_srun, tiny_pipeline):
@@ -64,7 +64,7 @@ def test_mpiexec_inside_the_allocation_is_one_profile_key_away(tmp_path, tiny_pi
     target = results / "runs" / STATIC / "train" / "model.params"
     run = on_slurm(results, target, profile=profile)
     assert run.returncode == 0, output(run)[-3000:]
-    assert "Shell command: .venv-train/bin/mpiexec -n 2 " in output(run)
+    assert " -- .venv-train/bin/mpiexec -n 2 " in output(run)
     assert sbatch_jobs(output(run))["train"] == [("COMPLETED", 2)]
     assert_same_run(results, tiny_pipeline, STATIC)
     assert_same_parameters(results, tiny_pipeline)
