@@ -139,3 +139,22 @@ def test_invalid_spec_names_key_path_and_value(spec, key, value):
 def test_invalid_total_iterations(total):
     with pytest.raises(DynallocError, match="total_iterations"):
         build_optimizer(sgd(), total)
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        {"name": "none"},
+        {"name": "step", "every": 7, "factor": 0.5},
+        {"name": "cosine", "final_lr": 0.01, "warmup": 15},
+        {"name": "cosine"},
+    ],
+)
+def test_learning_rate_follows_mxnets_schedulers(schedule):
+    """A PyTorch run's rates (`optim_spec.learning_rate`) are the MXNet run's, update by update."""
+    from dynalloc.experiment.optim_spec import check_optimizer, learning_rate
+
+    raw = {"name": "sgd", "lr": 0.2, "schedule": schedule}
+    opt, spec = build_optimizer(raw, 100), check_optimizer(raw, 100)
+    for update in range(1, 111):
+        assert learning_rate(spec, update) == pytest.approx(lr_at(opt, update), rel=1e-12)

@@ -1,108 +1,10 @@
-"""The MXNet optimizer and learning-rate schedule that the run config's `optimizer` block asks for.
-
-The config is checked here, key by key, so that a typo fails at start-up with the key's path
-rather than as a silent default or an assertion deep inside MXNet. Schedules count optimizer
-updates, and a Gluon Trainer makes one update per `trainer.step`, so `every`, `warmup` and
-`total_iterations` are all in iterations.
-"""
-
-import math
+"""The MXNet optimizer and learning-rate schedule that the run config's `optimizer` block asks
+for (checked in `experiment.optim_spec`). A Gluon Trainer makes one update per `trainer.step`,
+so the schedules count iterations."""
 
 import mxnet as mx
 
-from dynalloc.errors import DynallocError
-
-OPTIMIZERS = ("sgd", "adam")
-SCHEDULES = ("none", "step", "cosine")
-
-_PATH = "optimizer"
-_KEYS = {
-    "sgd": ("name", "lr", "momentum", "wd", "schedule"),
-    "adam": ("name", "lr", "wd", "schedule"),
-}
-_SCHEDULE_KEYS = {
-    "none": ("name",),
-    "step": ("name", "every", "factor"),
-    "cosine": ("name", "final_lr", "warmup"),
-}
-_REQUIRED = object()
-
-
-def _mapping(value, path):
-    if not isinstance(value, dict):
-        raise DynallocError(f"{path} must be a mapping, got {value!r}")
-    return value
-
-
-def _choice(spec, path, choices):
-    """The block's `name`, which decides which other keys the block may have."""
-    value = spec.get("name", _REQUIRED)
-    if value is _REQUIRED:
-        raise DynallocError(f"{path}.name is required; choose one of {', '.join(choices)}")
-    if value not in choices:
-        raise DynallocError(f"{path}.name must be one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
-def _check_keys(spec, path, allowed, what):
-    for key, value in spec.items():
-        if key not in allowed:
-            raise DynallocError(
-                f"{path}.{key} is not a valid key for {what} (got {value!r}); "
-                f"allowed keys: {', '.join(allowed)}"
-            )
-
-
-def _value(spec, path, key, default):
-    if key in spec:
-        return spec[key]
-    if default is _REQUIRED:
-        raise DynallocError(f"{path}.{key} is required")
-    return default
-
-
-def _real(spec, path, key, accept, allowed, default=_REQUIRED):
-    """A finite number satisfying `accept`; `allowed` describes the range for the message."""
-    value = _value(spec, path, key, default)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not accept(value)
-    ):
-        raise DynallocError(f"{path}.{key} must be a number {allowed}, got {value!r}")
-    return float(value)
-
-
-def _integer(spec, path, key, minimum, default=_REQUIRED):
-    value = _value(spec, path, key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise DynallocError(f"{path}.{key} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _scheduler(spec, lr, total_iterations):
-    """The MXNet LRScheduler for `optimizer.schedule`, or None for a constant rate."""
-    path = f"{_PATH}.schedule"
-    spec = _mapping(spec, path)
-    kind = _choice(spec, path, SCHEDULES)
-    _check_keys(spec, path, _SCHEDULE_KEYS[kind], f"schedule {kind!r}")
-    if kind == "step":
-        every = _integer(spec, path, "every", 1)
-        factor = _real(spec, path, "factor", lambda v: 0 < v <= 1, "in (0, 1]")
-        return mx.lr_scheduler.FactorScheduler(step=every, factor=factor, base_lr=lr)
-    if kind == "cosine":
-        final_lr = _real(spec, path, "final_lr", lambda v: 0 <= v <= lr, f"in [0, {lr}]", 0.0)
-        warmup = _integer(spec, path, "warmup", 0, 0)
-        if warmup >= total_iterations:
-            raise DynallocError(
-                f"{path}.warmup must be below the run's {total_iterations} iterations, "
-                f"got {warmup!r}"
-            )
-        return mx.lr_scheduler.CosineScheduler(
-            max_update=total_iterations, base_lr=lr, final_lr=final_lr, warmup_steps=warmup
-        )
-    return None
+from dynalloc.experiment.optim_spec import check_optimizer
 
 
 def build_optimizer(spec, total_iterations):
@@ -110,20 +12,20 @@ def build_optimizer(spec, total_iterations):
 
     `rescale_grad` stays 1.0: `trainer.step(B)` divides the summed gradients by the batch.
     """
-    if (
-        isinstance(total_iterations, bool)
-        or not isinstance(total_iterations, int)
-        or total_iterations < 1
-    ):
-        raise DynallocError(f"total_iterations must be an integer >= 1, got {total_iterations!r}")
-    spec = _mapping(spec, _PATH)
-    name = _choice(spec, _PATH, OPTIMIZERS)
-    _check_keys(spec, _PATH, _KEYS[name], f"optimizer {name!r}")
-    lr = _real(spec, _PATH, "lr", lambda v: v > 0, "> 0")
-    wd = _real(spec, _PATH, "wd", lambda v: v >= 0, ">= 0", 0.0)
-    scheduler = _scheduler(spec.get("schedule", {"name": "none"}), lr, total_iterations)
-    common = {"learning_rate": lr, "wd": wd, "lr_scheduler": scheduler, "rescale_grad": 1.0}
-    if name == "sgd":
-        momentum = _real(spec, _PATH, "momentum", lambda v: 0 <= v < 1, "in [0, 1)", 0.9)
-        return mx.optimizer.SGD(momentum=momentum, **common)
+    spec = check_optimizer(spec, total_iterations)
+    kind, params = spec.schedule
+    scheduler = None
+    if kind == "step":
+        scheduler = mx.lr_scheduler.FactorScheduler(
+            step=params["every"], factor=params["factor"], base_lr=spec.lr
+        )
+    elif kind == "cosine":
+        scheduler = mx.lr_scheduler.CosineScheduler(
+            max_update=total_iterations, base_lr=spec.lr, final_lr=params["final_lr"],
+            warmup_steps=params["warmup"],
+        )  # fmt: skip
+    common = {"learning_rate": spec.lr, "wd": spec.wd, "lr_scheduler": scheduler,
+              "rescale_grad": 1.0}  # fmt: skip
+    if spec.name == "sgd":
+        return mx.optimizer.SGD(momentum=spec.momentum, **common)
     return mx.optimizer.Adam(**common)
