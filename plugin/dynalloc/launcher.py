@@ -1,12 +1,18 @@
-"""This process's place in a job as the MPI launcher or SLURM tells it, read from the
+"""This process's place in a job as the MPI launcher, SLURM or torchrun tells it, read from the
 environment without initialising MPI: for what must happen before MPI starts (a one-line error
 from rank 0 only; the threads and cores of a rank set before MXNet loads)."""
 
 import os
 
-RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
-SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
-LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+# MPI launchers, SLURM, then torchrun's.
+RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK")
+SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_NTASKS", "WORLD_SIZE")
+LOCAL_SIZE_VARIABLES = (
+    "MPI_LOCALNRANKS",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "SLURM_NTASKS_PER_NODE",
+    "LOCAL_WORLD_SIZE",
+)
 
 
 def _first(variables, default):

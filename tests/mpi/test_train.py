@@ -295,12 +295,13 @@ def evaluated_loss(run, spec, data_dir, python_path=()):
     from dynalloc.data.staged import load_staged
     from dynalloc.runtime.feed import ArrayFeed
     from dynalloc.runtime.models import build_model
-    from dynalloc.runtime.prepare import eval_sums
+    from dynalloc.runtime.prepare import eval_sums, ndarrays
 
     data = load_staged(data_dir)
     net = build_model(spec, data.classes, tuple(data.input_shape), 3, python_path)
     net.load_parameters(str(run / "model.params"))
-    loss_sum, _ = eval_sums(net, mx.gluon.loss.SoftmaxCrossEntropyLoss(), ArrayFeed(data), 0, 1)
+    loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+    loss_sum, _ = eval_sums(net, loss_fn, ArrayFeed(data, ndarrays), 0, 1)
     return loss_sum / len(data.test_y)
 
 

@@ -23,3 +23,27 @@ def mpiexec(ranks, script, *args, timeout=300):
     return subprocess.run(
         [str(c) for c in command], capture_output=True, text=True, env=ENV, timeout=timeout
     )
+
+
+ROOT = HERE.parents[1]
+
+
+def dynalloc_train(ranks, config, out, launcher="torchrun", timeout=300):
+    """`dynalloc train` of this environment on `ranks` ranks started by `launcher`."""
+    command = [BIN / "dynalloc", "train", "--config", config, "--out", out]
+    if launcher == "torchrun":
+        command = [BIN / "torchrun", "--standalone", f"--nproc_per_node={ranks}", *command]
+    elif launcher == "mpiexec":
+        command = [BIN / "mpiexec", "-n", str(ranks), *command]
+    return subprocess.run([str(c) for c in command], capture_output=True, text=True, env=ENV,
+                          timeout=timeout)  # fmt: skip
+
+
+def stage_digits(out):
+    """scikit-learn's 8x8 digits staged by the MXNet environment's `dynalloc stage` (this
+    environment has no scikit-learn, and needs none: a staged dataset is plain arrays)."""
+    stage = ROOT / ".venv-train" / "bin" / "dynalloc"
+    result = subprocess.run([str(stage), "stage", "--source", "digits", "--out", str(out)],
+                            capture_output=True, text=True, env=ENV)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return out

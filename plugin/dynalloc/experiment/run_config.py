@@ -22,6 +22,7 @@ SCENARIO_KEYS = ("slowdown", "read_slowdown", "changes", "jitter", "jitter_draw"
 
 DEFAULTS = {
     "dataset": None,  # a staged dataset directory (`dynalloc stage`)
+    "framework": "mxnet",  # or "torch": the PyTorch adapter (`dynalloc.runtime.torch`)
     "model": "lenet",
     "global_batch": 512,
     "epochs": 1,
@@ -79,7 +80,13 @@ def resolve(raw, ranks):
             f"dynalloc stage, got {config['dataset']!r}"
         )
     config["dataset"] = str(Path(config["dataset"]).expanduser().resolve())
+    check_framework(config["framework"])
     check_model(config["model"])
+    if config["framework"] == "torch" and "zoo" in (config["model"] or ()):
+        raise DynallocError(
+            "config key 'model.zoo' names a network of MXNet's model zoo; a framework: "
+            "torch run takes {factory: 'package.module:function'} returning a torch.nn.Module"
+        )
     _python_path(config)
     for key in ("global_batch", "epochs", "seed", "threads_per_rank"):
         _integer(config, key, minimum=0 if key == "seed" else 1)
@@ -128,6 +135,21 @@ def resolve(raw, ranks):
     if not all(isinstance(k, str) and isinstance(v, str | int) for k, v in labels.items()):
         raise DynallocError(f"config key 'labels' must map names to strings, got {labels!r}")
     return config
+
+
+FRAMEWORKS = ("mxnet", "torch")
+
+
+def _as_dict(value):
+    return value if isinstance(value, dict) else {}
+
+
+def check_framework(value):
+    """The run's framework: its DynamicBatch, network, optimizer and interpreter follow it."""
+    if value not in FRAMEWORKS:
+        raise DynallocError(
+            f"config key 'framework' must be one of {', '.join(FRAMEWORKS)}, got {value!r}"
+        )
 
 
 def check_policy(config, scenario):

@@ -26,7 +26,7 @@ from dynalloc.rundir import Row
 from dynalloc.runtime.books import Books
 from dynalloc.runtime.contention import burners_for, pin_rank
 from dynalloc.runtime.faults import EXIT_FAILED, describe
-from dynalloc.runtime.prepare import build, eval_sums, prepare
+from dynalloc.runtime.prepare import build, eval_sums, ndarrays, prepare
 from dynalloc.runtime.timing import ComputeTimer
 
 POLICY = "dist_sync"  # the policy column of iterations.csv and metrics.json
@@ -66,7 +66,7 @@ class Worker:
 
         from dynalloc.runtime.feed import make_feed
 
-        self.feed = make_feed(setup, index)
+        self.feed = make_feed(setup, index, ndarrays)
         self.kv = mx.kv.create("dist_sync")  # returns once every process has joined
         (self.work / f"ready-{index}").touch()
         # update_on_kvstore: the server runs the optimizer (MXNet's default for dist_sync). Its
@@ -109,7 +109,7 @@ class Worker:
             if self.burners:
                 self.burners.stop()
         if self.books:
-            self.books.finish(self.net, POLICY)
+            self.books.finish(self.net.save_parameters, POLICY)
         (self.work / f"done-{self.index}").touch()
 
     def iterate(self, iteration, epoch, k, permutation):

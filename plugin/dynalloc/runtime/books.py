@@ -118,12 +118,13 @@ class Books:
         self.checkpoint_s += seconds
         log.info("checkpoint %s written in %.3f s", path.name, seconds)
 
-    def finish(self, net, policy):
+    def finish(self, save, policy):
+        """The final files: `save(path)` writes the parameters in the framework's own format."""
         self.progress.close()
         params = self.out / rundir.PARAMETERS
         tmp = self.out / f".{rundir.PARAMETERS}.tmp"
         try:
-            net.save_parameters(str(tmp))
+            save(str(tmp))
             os.replace(tmp, params)
         except OSError as error:
             raise DynallocError(f"cannot write {params}: {error}") from None

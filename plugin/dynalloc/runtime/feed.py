@@ -1,13 +1,14 @@
-"""Where a rank's samples come from, as NDArrays: rows of staged arrays (`ArrayFeed`) or images
-of a streamed dataset decoded beside the rank and ahead of it (`StreamFeed`, DESIGN.md).
+"""Where a rank's samples come from: rows of staged arrays (`ArrayFeed`) or images of a streamed
+dataset decoded beside the rank and ahead of it (`StreamFeed`, DESIGN.md).
 
 Both hand out one iteration's share by (epoch, batch, shares) and the rank's slice of the test
-set, so the loop, the Recorder and the dist_sync baseline read either kind alike.
+set, so the loop, the Recorder and the dist_sync baseline read either kind alike, as the
+framework's tensors: `tensors(x, y)` makes them of numpy arrays (MXNet's NDArrays, PyTorch's
+tensors).
 """
 
 import os
 
-import mxnet as mx
 import numpy as np
 
 from dynalloc.data.augment import normalise
@@ -19,30 +20,30 @@ EVAL_CHUNK = 1024  # test samples per forward pass of the evaluation
 MAX_DEFAULT_WORKERS = 8
 
 
-def make_feed(setup, rank):
-    """The feed of `rank` for the Setup's dataset."""
+def make_feed(setup, rank, tensors):
+    """The feed of `rank` for the Setup's dataset, in the tensors `tensors(x, y)` makes."""
     if isinstance(setup.data, StreamedDataset):
-        return StreamFeed(setup, rank)
-    return ArrayFeed(setup.data)
+        return StreamFeed(setup, rank, tensors)
+    return ArrayFeed(setup.data, tensors)
 
 
 class ArrayFeed:
     """Rows of memory-mapped arrays, read in file order (sequential reads; the order within a
     share does not change its gradient)."""
 
-    def __init__(self, data):
-        self.data = data
+    def __init__(self, data, tensors):
+        self.data, self.tensors = data, tensors
         self.replaced = []
 
     def batch(self, epoch, batch, iteration, shares, indices):
         rows = np.sort(indices)
-        return mx.nd.array(self.data.train_x[rows]), mx.nd.array(self.data.train_y[rows])
+        return self.tensors(self.data.train_x[rows], self.data.train_y[rows])
 
     def test_batches(self, rank, ranks):
         lo, hi = _slice(self.data.test_size, rank, ranks)
         for start in range(lo, hi, EVAL_CHUNK):
             rows = slice(start, min(start + EVAL_CHUNK, hi))
-            yield mx.nd.array(self.data.test_x[rows]), mx.nd.array(self.data.test_y[rows])
+            yield self.tensors(self.data.test_x[rows], self.data.test_y[rows])
 
     def close(self):
         pass
@@ -51,8 +52,9 @@ class ArrayFeed:
 class StreamFeed:
     """Images decoded by a pool of `stream.decode_workers` threads, one iteration ahead."""
 
-    def __init__(self, setup, rank):
+    def __init__(self, setup, rank, tensors):
         config, data = setup.config, setup.data
+        self.tensors = tensors
         stream = config["stream"]
         self.sampler, self.scenario, self.rank, self.total = (
             setup.sampler,
@@ -82,7 +84,7 @@ class StreamFeed:
         self.replaced += replaced
         if iteration + 1 < self.total:
             self._read_ahead(epoch, batch, iteration + 1, shares)
-        return mx.nd.array(normalise(images, self.mean, self.std)), mx.nd.array(labels)
+        return self.tensors(normalise(images, self.mean, self.std), labels)
 
     def _read_ahead(self, epoch, batch, iteration, shares):
         """Queue the next iteration's samples under the present shares (module docstring)."""
@@ -119,7 +121,7 @@ class StreamFeed:
             self.replaced += replaced
             if i + 1 < len(chunks):  # decoded while this chunk is evaluated
                 self.ahead.request("test", 0, chunks[i + 1])
-            yield mx.nd.array(normalise(images, self.mean, self.std)), mx.nd.array(labels)
+            yield self.tensors(normalise(images, self.mean, self.std), labels)
 
     def close(self):
         self.ahead.close()

@@ -6,8 +6,9 @@ a user's script."""
 from mxnet import autograd, gluon
 
 
-def train(run, net, trainer):
-    """Train `net` through the Recorder `run` (entered) from its cursor to the end."""
+def train(run, net, trainer, scheduler=None):
+    """Train `net` through the Recorder `run` (entered) from its cursor to the end; MXNet's
+    schedule is the trainer's (`scheduler`, PyTorch's, is None here)."""
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     run.start(net, trainer)
     for epoch in run.epochs():

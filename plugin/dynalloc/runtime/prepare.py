@@ -92,6 +92,13 @@ def build(setup, **trainer_options):
     return net, trainer
 
 
+def ndarrays(x, y):
+    """A batch's numpy arrays as MXNet's NDArrays (the feed's `tensors` for MXNet)."""
+    import mxnet as mx
+
+    return mx.nd.array(x), mx.nd.array(y)
+
+
 def eval_sums(net, loss_fn, feed, rank, ranks, progress=None):
     """[summed loss, correct predictions] over rank's even slice of the test set; the sums of
     all ranks give the test loss and accuracy. `progress` is called after every batch (the

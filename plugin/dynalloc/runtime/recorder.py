@@ -1,10 +1,13 @@
 """The run directory of any DynamicBatch training, kept exactly as `dynalloc train` keeps it.
 
-`dynalloc train`'s built-in loop is one user of it (`runtime.loop`, the smallest example); a
-user's own script is another (README, "Your own training script";
+`dynalloc train`'s built-in loops are users of it (`runtime.loop`, `runtime.torch.loop`, the
+smallest examples); a user's own script is another (README, "Your own training script";
 `examples/own_script/train_resnet.py`): `Recorder.from_environment()` as a context manager,
 `start(net, trainer)`, then `epochs()`, `steps(epoch)`, `batch(step)` for the step's samples
-(staged arrays or a streamed dataset alike) and `end_epoch(test_loss, accuracy)`.
+(staged arrays or a streamed dataset alike) and `end_epoch(test_loss, accuracy)`. The run
+config's `framework` chooses the backend, MXNet's (`runtime.mxnet_backend`: MPI, Gluon) or
+PyTorch's (`runtime.torch.backend`: torch.distributed; `start(model, optimizer, scheduler)`);
+the rest is the same for both.
 
 Rank 0 gathers every rank's rows and writes config.yaml, iterations.csv, epochs.csv,
 metrics.json, train.log and model.params atomically, and checkpoints through the same code, so
@@ -19,12 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-import mxnet as mx
 import numpy as np
-from mpi4py import MPI
 
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.runtime import checkpoint, resume
+from dynalloc.runtime.backends import backend_of
 from dynalloc.runtime.books import Books
 from dynalloc.runtime.contention import burners_for, pin_rank
 from dynalloc.runtime.faults import (
@@ -37,10 +39,9 @@ from dynalloc.runtime.faults import (
     identity,
 )
 from dynalloc.runtime.feed import make_feed
-from dynalloc.runtime.gluon import DynamicBatch
 from dynalloc.runtime.job import report_stall
 from dynalloc.runtime.peerwatch import PeerWatch
-from dynalloc.runtime.prepare import eval_sums, prepare
+from dynalloc.runtime.prepare import prepare
 from dynalloc.runtime.runlock import RunLock
 from dynalloc.runtime.stall import StallWatch
 from dynalloc.runtime.train import CONFIG_VARIABLE, RUN_DIR_VARIABLE
@@ -52,15 +53,18 @@ class Recorder:
     """One rank's side of a recorded run: the set-up every rank agrees on, the DynamicBatch,
     and on rank 0 the books. Use it as a context manager around the training."""
 
-    def __init__(self, config_path, out, comm=None):
-        self.comm = MPI.COMM_WORLD if comm is None else comm
+    def __init__(self, config_path, out):
+        self.backend = backend_of(config_path)
+        self.comm = self.backend.comm
         self.rank, self.ranks = self.comm.Get_rank(), self.comm.Get_size()
         self.setup = agree(self.comm, lambda: prepare(config_path, self.rank, self.ranks))
         self.config, self.data = self.setup.config, self.setup.data
         self.out = Path(out)
         self.core = pin_rank(self.config, self.rank)
-        self.feed = make_feed(self.setup, self.rank)  # after pinning: its threads share the core
-        self.dyn = self.net = self.trainer = self.books = self.burners = None
+        # After pinning: the feed's threads share the core.
+        self.feed = make_feed(self.setup, self.rank, self.backend.tensors)
+        self.dyn = self.net = self.trainer = self.scheduler = None
+        self.books = self.burners = None
         self.trained = None  # (epoch, losses, sizes, seconds) of the epoch last trained
         self.watch = self.stop = self.stall = None
         self.lock = RunLock(self.out)
@@ -130,7 +134,8 @@ class Recorder:
         self.stop.__exit__(kind, error, trace)  # after the stall watch, which reads its pipe
         if kind is None:
             if self.books:
-                self.books.finish(self.net, self.dyn.policy.name)
+                self.books.finish(lambda path: self.backend.save(self.net, path),
+                                  self.dyn.policy.name)  # fmt: skip
             return False
         if isinstance(error, Stopped):
             if self.rank == 0:
@@ -143,23 +148,24 @@ class Recorder:
         abort(self.comm, self.rank, error, log if self.books else None)
         return False
 
-    def start(self, net, trainer):
-        """The run's DynamicBatch over `net` and `trainer` (built alike on every rank), from the
-        checkpoint's state when the run resumes. Returns it."""
+    def start(self, net, trainer, scheduler=None):
+        """The run's DynamicBatch over `net` and `trainer` (built alike on every rank; under
+        PyTorch the optimizer, and its learning-rate scheduler if any), from the checkpoint's
+        state when the run resumes. Returns it."""
         config, setup = self.config, self.setup
-        self.net, self.trainer = net, trainer
+        self.net, self.trainer, self.scheduler = net, trainer, scheduler
         if self.resume:
-            resume.restore_model(net, trainer, self.resume)
-        self.dyn = DynamicBatch(
-            net.collect_params(),
+            resume.restore_model(self.backend, net, trainer, scheduler, self.resume)
+        self.dyn = self.backend.dynamic_batch(
+            net,
             trainer,
+            scheduler,
             self.data.train_size,
             config["global_batch"],
             policy=config["policy"],
             min_share=config["min_share"],
             max_share=config["max_share"],
             slowdown=lambda it: setup.scenario.factor(self.rank, it),
-            comm=self.comm,
             sampler=setup.sampler,
         )
         if self.dyn.policy.min_share != config["min_share"]:
@@ -168,8 +174,8 @@ class Recorder:
                 f"{config['min_share']}, so that no rank normalises a share of a sample or two"
             )
         if self.resume:
-            self.notes += resume.restore_progress(self.dyn, self.resume, config)
-        resume.reseed(config, self.dyn.iteration)
+            self.notes += resume.restore_progress(self.backend, self.dyn, self.resume, config)
+        resume.reseed(self.backend, config, self.dyn.iteration)
         self.burners = burners_for(setup.scenario, self.core)
         if self.rank == 0:
             self.books = Books(self.out, setup, self.resume["books"] if self.resume else None)
@@ -229,8 +235,8 @@ class Recorder:
         self.dyn.average_state()
 
     def batch(self, step):
-        """(x, y) NDArrays of the step's samples; the time it took is the step's data_s, which
-        the policy balances with the compute."""
+        """(x, y) of the step's samples as the framework's tensors; the time it took is the
+        step's data_s, which the policy balances with the compute."""
         began = time.perf_counter()
         x, y = self.feed.batch(step.epoch, step.batch, step.iteration, step.shares, step.indices)
         step.data_s = time.perf_counter() - began
@@ -239,8 +245,10 @@ class Recorder:
     def evaluate(self, net, loss_fn):
         """(test loss, test accuracy) of `net` on the staged test set, split over the ranks."""
         with self.stall.watching():
-            sums = eval_sums(net, loss_fn, self.feed, self.rank, self.ranks, self.stall.beat)
-            loss_sum, correct = self.dyn.exchange.allsum(sums)
+            sums = self.backend.evaluate(
+                net, loss_fn, self.feed, self.rank, self.ranks, self.stall.beat
+            )
+            loss_sum, correct = np.sum(self.comm.allgather(sums), axis=0)
         n = self.data.test_size
         return float(loss_sum / n), float(correct / n)
 
@@ -256,8 +264,8 @@ class Recorder:
             self.checkpoint(epoch + 1, 0, ([], [], 0.0))
 
     def collect_rows(self):
-        rows = self.dyn.exchange.gather_objects(self.dyn.rows)
-        skipped = self.dyn.exchange.gather_objects(self.feed.replaced)
+        rows = self.comm.gather(self.dyn.rows, root=0)
+        skipped = self.comm.gather(self.feed.replaced, root=0)
         self.dyn.rows, self.feed.replaced = [], []
         if self.books:
             self.books.add_rows(rows)
@@ -268,8 +276,8 @@ class Recorder:
         path on every rank, or raises there if rank 0 could not write it."""
         began = time.perf_counter()
         self.collect_rows()
-        mx.nd.waitall()
-        fixed = self.comm.gather([t.copy() for t in self.dyn.state.tensors], root=0)
+        self.backend.wait()
+        fixed = self.comm.gather(self.backend.fixed_state(self.dyn), root=0)
         path = error = None
         if self.rank == 0:
             try:
@@ -284,6 +292,6 @@ class Recorder:
             raise error
         if path is None:  # rank 0 failed and is aborting the job; wait for it
             self.comm.Barrier()
-        resume.reseed(self.config, self.dyn.iteration)
+        resume.reseed(self.backend, self.config, self.dyn.iteration)
         self.stall.beat()
         return path

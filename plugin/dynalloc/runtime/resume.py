@@ -1,12 +1,11 @@
 """Saving and restoring a run's state at a checkpoint, so that a resumed run draws what the
 uninterrupted one drew: the model, the optimizer, the data cursor, the policy, each rank's
-non-trainable state and the random generators. The file format is `runtime.checkpoint`'s."""
+non-trainable state and the random generators. The file format is `runtime.checkpoint`'s; what
+the framework holds (parameters, optimizer, its generator) its backend reads and writes
+(`runtime.mxnet_backend`, `runtime.torch.backend`)."""
 
 import random
-import tempfile
-from pathlib import Path
 
-import mxnet as mx
 import numpy as np
 
 from dynalloc import rundir
@@ -43,10 +42,7 @@ def open_run_dir(out, config):
 def payload(run, epoch, batch, progress, fixed):
     """What a checkpoint of the Recorder `run` holds; `fixed`: every rank's non-trainable
     state, `progress`: the epoch's (losses, sizes, seconds) so far."""
-    with tempfile.TemporaryDirectory() as folder:
-        states = Path(folder) / "trainer.states"
-        run.trainer.save_states(str(states))
-        trainer_states = states.read_bytes()
+    params, trainer_states = run.backend.model_state(run.net, run.trainer, run.scheduler)
     losses, sizes, elapsed = progress
     return {
         "config": run.config,
@@ -55,7 +51,7 @@ def payload(run, epoch, batch, progress, fixed):
         "batch": batch,
         "complete": run.dyn.iteration >= run.setup.total and batch == 0,
         "epoch_progress": (list(map(float, losses)), list(sizes), float(elapsed)),
-        "params": {name: p.data().asnumpy() for name, p in run.net.collect_params().items()},
+        "params": params,
         "fixed_state": fixed,
         "trainer": trainer_states,
         "policy": run.dyn.policy,
@@ -64,31 +60,23 @@ def payload(run, epoch, batch, progress, fixed):
     }
 
 
-def restore_model(net, trainer, saved):
-    """Parameters, BatchNorm statistics and optimizer state of the checkpoint; run before
-    DynamicBatch broadcasts rank 0's parameters."""
-    params = net.collect_params()
-    if sorted(params.keys()) != sorted(saved["params"]):
-        raise DynallocError("the checkpoint's parameters do not match the model's names")
-    for name, p in params.items():
-        p.set_data(mx.nd.array(saved["params"][name]))
-    with tempfile.TemporaryDirectory() as folder:
-        states = Path(folder) / "trainer.states"
-        states.write_bytes(saved["trainer"])
-        trainer.load_states(str(states))
+def restore_model(backend, net, trainer, scheduler, saved):
+    """Parameters, BatchNorm statistics, optimizer state and generators of the checkpoint; run
+    before DynamicBatch broadcasts rank 0's parameters."""
+    backend.restore_model(net, trainer, scheduler, saved["params"], saved["trainer"])
     np.random.set_state(saved["random"]["numpy"])
     random.setstate(saved["random"]["python"])
 
 
-def restore_progress(dyn, saved, config):
+def restore_progress(backend, dyn, saved, config):
     """The data cursor, the policy (when it is the same policy on as many ranks) and each
     rank's non-trainable state (averaged when the number of ranks changed); returns what rank 0
     should log about it."""
     dyn.iteration = saved["iteration"]
     fixed = saved["fixed_state"]
     mine = fixed[dyn.rank] if len(fixed) == dyn.ranks else None
-    for i, tensor in enumerate(dyn.state.tensors):
-        tensor[:] = mine[i] if mine else np.mean([f[i] for f in fixed], axis=0)
+    average = [np.mean([f[i] for f in fixed], axis=0) for i in range(len(fixed[0]))]
+    backend.set_fixed_state(dyn, mine if mine else average)
     old = saved["config"]
     if not all(old[k] == config[k] for k in ("policy", "ranks", "min_share", "max_share")):
         return ["policy or ranks changed since the checkpoint: shares start afresh"]
@@ -98,7 +86,7 @@ def restore_progress(dyn, saved, config):
     return []
 
 
-def reseed(config, iteration):
-    """MXNet's random state cannot be saved: make it a function of the iteration at every
-    checkpoint, so a resumed run draws what the uninterrupted one drew."""
-    mx.random.seed(config["seed"] * 1_000_003 + iteration)
+def reseed(backend, config, iteration):
+    """The framework's generator, a function of the iteration at every checkpoint (MXNet's
+    state cannot be saved), so a resumed run draws what the uninterrupted one drew."""
+    backend.reseed(config["seed"] * 1_000_003 + iteration)

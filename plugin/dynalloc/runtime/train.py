@@ -41,13 +41,11 @@ def run(args):
         os.environ[RUN_DIR_VARIABLE] = os.path.abspath(args.out)
         script = [config["script"], *config["script_args"]]
         os.execv(sys.executable, [sys.executable, *script])
-    from dynalloc.runtime import loop
     from dynalloc.runtime.faults import agree
-    from dynalloc.runtime.prepare import build
     from dynalloc.runtime.recorder import Recorder
 
-    run = Recorder(args.config, args.out)
-    net, trainer = agree(run.comm, lambda: build(run.setup))
+    run = Recorder(args.config, args.out)  # the framework's backend: MXNet's or PyTorch's
+    built = agree(run.comm, lambda: run.backend.build(run.setup))
     with run:
-        loop.train(run, net, trainer)
+        run.backend.train(run, *built)
     return 0

@@ -81,21 +81,23 @@ class DynamicBatch(Allocation):
     """Hands each rank its samples per iteration, times its compute, sums the share-weighted
     gradients, steps the optimizer and feeds the allocation policy (`Allocation`: the policy,
     slowdown, sampler and rows). The process group must be initialised
-    (`runtime.torch.init_process_group`); `group` is the one to use, the default otherwise. A
-    network with BatchNorm keeps at least 8 samples per rank."""
+    (`runtime.torch.init_process_group`); `group` is the one to use, the default otherwise.
+    `scheduler`, a learning-rate scheduler, steps after every optimizer step. A network with
+    BatchNorm keeps at least 8 samples per rank."""
 
     Step = Step
 
     def __init__(
         self, model, optimizer, dataset_size, global_batch, *, policy="adaptive", seed=0,
         min_share=1, max_share=None, drop_last=False, slowdown=None, sampler=None, group=None,
+        scheduler=None,
     ):  # fmt: skip
         if not dist.is_initialized():
             raise DynallocError(
                 "initialise the process group before DynamicBatch: "
                 "dynalloc.runtime.torch.init_process_group()"
             )
-        self.model, self.optimizer, self.group = model, optimizer, group
+        self.model, self.optimizer, self.scheduler, self.group = model, optimizer, scheduler, group
         self.ddp = isinstance(model, DistributedDataParallel)
         self.module = model.module if self.ddp else model
         self.params = [p for p in self.module.parameters() if p.requires_grad]
@@ -175,6 +177,8 @@ class DynamicBatch(Allocation):
             self.wait_for_device()
             sync_s = time.perf_counter() - began
         self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=False)
         busy = step.compute_s + step.data_s
         mine = torch.tensor([busy, loss, float(self.stop_requested)], dtype=torch.float64)

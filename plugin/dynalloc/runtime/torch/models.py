@@ -1,9 +1,9 @@
 """The network of a `framework: torch` run: the built-ins with the layers of their Gluon twins
 (`runtime.networks`), or a user's factory returning a `torch.nn.Module`, built identically on
 every rank (seeded; the built-ins initialised as the Gluon path initialises: Kaiming-normal
-weights over the fan-in, which is MXNet's Xavier(gaussian, in, 2), zero biases), and checked on one zero sample
-as `runtime.models` checks a Gluon network. MXNet's model zoo is MXNet's: a torch run names its
-own networks through `factory:`."""
+weights over the fan-in, which is MXNet's Xavier(gaussian, in, 2), zero biases), and checked on
+one zero sample as `runtime.models` checks a Gluon network. MXNet's model zoo is MXNet's: a
+torch run names its own networks through `factory:`."""
 
 import functools
 

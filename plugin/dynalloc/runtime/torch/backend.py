@@ -1,0 +1,98 @@
+"""What a recorded run does the PyTorch way: torch.distributed for every collective (gradients
+and the Recorder's own), PyTorch's DynamicBatch and tensors, the optimizer's and scheduler's
+state in checkpoints, and `torch.save` of the state dict as the run's final `model.params`.
+The counterpart of `runtime.mxnet_backend`."""
+
+import io
+
+import numpy as np
+import torch
+
+from dynalloc.runtime.torch import loop
+from dynalloc.runtime.torch.batch import DynamicBatch
+from dynalloc.runtime.torch.comm import TorchComm
+from dynalloc.runtime.torch.launch import init_process_group
+from dynalloc.runtime.torch.models import build_model
+from dynalloc.runtime.torch.optim import build_optimizer
+
+
+class TorchBackend:
+    name = "torch"
+    train = staticmethod(loop.train)
+
+    def __init__(self, threads):
+        torch.set_num_threads(threads)
+        init_process_group()
+        self.comm = TorchComm()
+
+    def build(self, setup):
+        config = setup.config
+        net = build_model(config["model"], setup.data.classes, setup.input_shape,
+                          config["seed"], config["python_path"])  # fmt: skip
+        optimizer, scheduler = build_optimizer(config["optimizer"], setup.total, net.parameters())
+        return net, optimizer, scheduler
+
+    def dynamic_batch(self, net, optimizer, scheduler, dataset_size, global_batch, **options):
+        return DynamicBatch(net, optimizer, dataset_size, global_batch, scheduler=scheduler,
+                            **options)  # fmt: skip
+
+    def tensors(self, x, y):
+        return (torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
+                torch.from_numpy(np.asarray(y).astype(np.int64)))  # fmt: skip
+
+    def wait(self):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+
+    def fixed_state(self, dyn):
+        """This rank's floating-point buffers (BatchNorm statistics) as numpy arrays."""
+        return [b.detach().cpu().numpy().copy() for b in _floating(dyn.module)]
+
+    def set_fixed_state(self, dyn, arrays):
+        for buffer, array in zip(_floating(dyn.module), arrays, strict=True):
+            buffer.data.copy_(torch.from_numpy(array))
+
+    def model_state(self, net, optimizer, scheduler):
+        module = getattr(net, "module", net)
+        params = {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+        states = io.BytesIO()
+        schedule = scheduler.state_dict() if scheduler else None
+        torch.save({"optimizer": optimizer.state_dict(), "scheduler": schedule}, states)
+        return params, states.getvalue()
+
+    def restore_model(self, net, optimizer, scheduler, params, trainer_states):
+        module = getattr(net, "module", net)
+        module.load_state_dict({k: torch.from_numpy(v) for k, v in params.items()})
+        saved = torch.load(io.BytesIO(trainer_states), weights_only=False)
+        optimizer.load_state_dict(saved["optimizer"])
+        if scheduler is not None and saved["scheduler"] is not None:
+            scheduler.load_state_dict(saved["scheduler"])
+
+    def default_loss(self):
+        return torch.nn.CrossEntropyLoss()
+
+    def evaluate(self, net, loss_fn, feed, rank, ranks, progress):
+        """[summed loss, correct predictions] over rank's slice of the test set."""
+        loss_sum = correct = 0.0
+        net.eval()
+        with torch.no_grad():
+            for x, y in feed.test_batches(rank, ranks):
+                out = net(x)
+                losses = loss_fn(out, y)
+                mean = getattr(loss_fn, "reduction", "mean") == "mean"
+                loss_sum += float(losses.sum()) * (len(y) if mean else 1)
+                correct += float((out.argmax(dim=1) == y).sum())
+                if progress is not None:
+                    progress()
+        net.train()
+        return [loss_sum, correct]
+
+    def save(self, net, path):
+        torch.save(getattr(net, "module", net).state_dict(), path)
+
+    def reseed(self, value):
+        torch.manual_seed(value)
+
+
+def _floating(module):
+    return [b for b in module.buffers() if b.is_floating_point()]
