@@ -30,6 +30,17 @@ if not (TRAIN_PYTHON.is_file() and os.access(TRAIN_PYTHON, os.X_OK)):
         "run `make setup` or point train_python at the training environment's python"
     )
 TRAIN_DYNALLOC = f"{shlex.quote(str(TRAIN_PYTHON))} -m dynalloc.cli"
+# Runs of `framework: torch` train in the PyTorch environment (`make setup-torch`).
+TORCH_PYTHON = Path(config.get("torch_python", ".venv-torch/bin/python")).expanduser()
+if any(run["config"].get("framework") == "torch" for run in RUNS.values()) and not (
+    TORCH_PYTHON.is_file() and os.access(TORCH_PYTHON, os.X_OK)
+):
+    raise WorkflowError(
+        f"config: torch_python {TORCH_PYTHON} is not an executable interpreter, and "
+        "training.framework is torch; run `make setup-torch` or point torch_python at the "
+        "PyTorch environment's python"
+    )
+TORCH_DYNALLOC = f"{shlex.quote(str(TORCH_PYTHON))} -m dynalloc.cli"
 # Whom a training job must not outlive (runtime/job.py): this snakemake. Inside a SLURM job the
 # Snakefile is read again by the job's own snakemake, which then announces itself.
 announce_snakemake()
@@ -58,9 +69,11 @@ def launch_command(wildcards, resources):
     run = RUNS[wildcards.run]
     if run["command"] == "baseline":
         return f"{TRAIN_DYNALLOC} baseline --workers {run['ranks']}"
+    torch = run["config"].get("framework") == "torch"
+    dynalloc = TORCH_DYNALLOC if torch else TRAIN_DYNALLOC
     if run["ranks"] == 1:
-        return f"{TRAIN_DYNALLOC} train"
-    return f"{resources.mpi} -n {run['ranks']} {TRAIN_DYNALLOC} train"
+        return f"{dynalloc} train"
+    return f"{resources.mpi} -n {run['ranks']} {dynalloc} train"
 
 
 def run_priority(wildcards):

@@ -149,6 +149,11 @@ def _expand(config, grid, where, models, python_path):
                     f"has {ranks} ranks"
                 )
         command, policy_spec = policy_config(policy, config["policies"][policy])
+        if command != "train" and config["training"].get("framework") == "torch":
+            raise DynallocError(
+                f"{where}: policy {policy!r} is MXNet's own dist_sync, which a framework: "
+                "torch run cannot use (plain DDP is `static` there)"
+            )
         scenario_spec = scenario_config(scenario, config["scenarios"][scenario], ranks)
         if command == "train":
             check_run_policy(policy, policy_spec, scenario_spec, ranks, config["training"])
