@@ -14,7 +14,7 @@ TORCH := $(TORCH_VENV)/bin
 export OMP_NUM_THREADS := 1
 export MXNET_CPU_WORKER_NTHREADS := 1
 
-.PHONY: help setup setup-torch test run lint bench bench-repeats bench-simulate bench-data bench-core bench-stream clean
+.PHONY: help setup setup-torch test run lint bench bench-repeats bench-simulate bench-torch bench-data bench-core bench-stream clean
 
 help:
 	@echo "make run            the pipeline on config/config.yaml: stage, train on 2 MPI ranks, report"
@@ -26,6 +26,7 @@ help:
 	@echo "make bench-repeats  then seeds 1 and 2 of its close races (35-51 min) -> BENCHMARKS.md"
 	@echo "make bench-simulate the simulator fitted to make bench's runs, projections to 4,096 ranks"
 	@echo "make bench-core     the core figures: adaptive vs static vs oracle, exchange cost"
+	@echo "make bench-torch    the PyTorch adapter against plain DDP and the MXNet path (~10 min)"
 	@echo "make bench-data     Fashion-MNIST (Debian's package), and as JPEG RecordIO and image folders"
 	@echo "make bench-stream   streamed datasets vs in-memory: samples/s, memory, staging (~20 min)"
 
@@ -108,7 +109,8 @@ bench: setup bench-data
 	$(call elapsed,results/bench,$$started) && \
 	$(SIMULATE_BENCH) && \
 	$(WORKFLOW)/python benchmarks/report.py --results results/bench --config config/bench.yaml \
-	  --simulate results/bench-simulate --discussion benchmarks/discussion.md --out BENCHMARKS.md
+	  --simulate results/bench-simulate $(TORCH_REPORT) --discussion benchmarks/discussion.md \
+	  --out BENCHMARKS.md
 
 # Seeds 1 and 2 of the policies that come within a few percent of each other in `make bench`
 # (config/bench-repeats.yaml over config/bench.yaml); BENCHMARKS.md then ranks them by medians.
@@ -118,7 +120,7 @@ bench-repeats: setup bench-data
 	$(WORKFLOW)/snakemake --configfile config/bench.yaml config/bench-repeats.yaml && \
 	$(call elapsed,results/bench-repeats,$$started) && \
 	$(WORKFLOW)/python benchmarks/report.py --results results/bench --repeats results/bench-repeats \
-	  --config config/bench.yaml --out BENCHMARKS.md $(SIMULATE_REPORT) \
+	  --config config/bench.yaml --out BENCHMARKS.md $(SIMULATE_REPORT) $(TORCH_REPORT) \
 	  --discussion benchmarks/discussion.md benchmarks/discussion-repeats.md
 
 # The simulator against make bench's runs (each fitted, its own policy and adaptive/static
@@ -127,14 +129,21 @@ bench-repeats: setup bench-data
 SIMULATE_BENCH = $(WORKFLOW)/python benchmarks/bench_simulate.py --results results/bench \
 	--clusters config/clusters/projection.yaml --out results/bench-simulate
 SIMULATE_REPORT = $(if $(wildcard results/bench-simulate/validation.csv),--simulate results/bench-simulate)
+TORCH_REPORT = $(if $(wildcard results/bench-torch/figures.json),--torch results/bench-torch)
 REPEATED = $(wildcard results/bench-repeats/summary.csv)
 bench-simulate: setup
 	@test -f results/bench/summary.csv || { echo "error: results/bench/summary.csv is missing: run make bench first" >&2; exit 2; }
 	$(SIMULATE_BENCH)
 	$(WORKFLOW)/python benchmarks/report.py --results results/bench --config config/bench.yaml \
-	  --simulate results/bench-simulate --out BENCHMARKS.md \
+	  --simulate results/bench-simulate $(TORCH_REPORT) --out BENCHMARKS.md \
 	  $(if $(REPEATED),--repeats results/bench-repeats) --discussion benchmarks/discussion.md \
 	  $(if $(REPEATED),benchmarks/discussion-repeats.md)
+
+# dynalloc.runtime.torch against plain DDP and the MXNet path (benchmarks/bench_torch.py, ~10
+# minutes) -> results/bench-torch; then BENCHMARKS.md again where make bench has run.
+bench-torch: setup setup-torch data/mnist5k/manifest.json
+	$(TRAIN)/python benchmarks/bench_torch.py --dataset data/mnist5k --out results/bench-torch
+	@if [ -f results/bench/summary.csv ]; then $(MAKE) --no-print-directory bench-simulate; fi
 
 # $(call elapsed,DIR,START): the seconds since START into DIR/elapsed_s, for the report's header.
 elapsed = echo $$(( $$(date +%s) - $(2) )) > $(1)/elapsed_s.tmp && mv $(1)/elapsed_s.tmp $(1)/elapsed_s

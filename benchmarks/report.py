@@ -11,6 +11,7 @@ Runs in the workflow environment (pandas, matplotlib).
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import re
@@ -27,6 +28,7 @@ SECTIONS = Path(__file__).with_name("sections.md")  # the prose around the table
 MARKER = re.compile(r"^<!-- ([\w-]+) -->$", re.MULTILINE)
 REPEATS_COMMAND = "make bench-repeats    # seeds 1 and 2 of the close races, then the report again"
 SIMULATE_COMMAND = "make bench-simulate    # every run fitted and predicted, the projections"
+TORCH_COMMAND = "make bench-torch    # dynalloc.runtime.torch against plain DDP and the MXNet path"
 
 
 def main():
@@ -38,6 +40,7 @@ def main():
     parser.add_argument("--figures", type=Path, default=Path("docs/bench"))
     parser.add_argument("--repeats", type=Path, help="results of make bench-repeats")
     parser.add_argument("--simulate", type=Path, help="results of benchmarks/bench_simulate.py")
+    parser.add_argument("--torch", type=Path, help="results of benchmarks/bench_torch.py")
     args = parser.parse_args()
     try:
         report(args)
@@ -66,6 +69,7 @@ def report(args):
     args.figures.mkdir(parents=True, exist_ok=True)
     shown = figures(args.results, table, config, args.figures)
     planner = planner_section(prose, args.simulate, values["noise"]) if args.simulate else []
+    pytorch = torch_section(prose, args.torch) if args.torch else []
     repeats = []
     if runs is not None:
         repeats = ["## Repeats of the close races", "", prose["repeats"], ""]
@@ -83,6 +87,7 @@ def report(args):
             "make bench    # = snakemake --configfile config/bench.yaml, then benchmarks/report.py",
             *([] if runs is None else [REPEATS_COMMAND]),
             *([SIMULATE_COMMAND] if planner else []),
+            *([TORCH_COMMAND] if pytorch else []),
             "```",
             "",
             "## Machine",
@@ -115,6 +120,7 @@ def report(args):
             accuracy(prose, table, runs),
             "",
             *planner,
+            *pytorch,
             "## Figures",
             "",
             *[f"![{path.stem}]({path.as_posix()})\n" for path in shown],
@@ -167,6 +173,25 @@ def planner_section(prose, folder, noise):
         simtables.projections(tables["projections"]),
         "",
     ]
+
+
+def torch_section(prose, folder):
+    """`benchmarks/bench_torch.py`'s figures (`folder`/figures.json) as lines of markdown."""
+    figures = json.loads((folder / "figures.json").read_text())
+    rows = [
+        "| scenario | `dynalloc.runtime.torch`, adaptive | plain DDP, equal shares | "
+        "MXNet path, adaptive | torch adaptive / plain DDP | torch / MXNet, adaptive |",
+        "|---|---|---|---|---|---|",
+    ]
+    for scenario, row in figures["scenarios"].items():
+        met = "met" if row["met"] else "missed"
+        rows.append(
+            f"| {scenario} | {row['torch adaptive']:,.0f} | {row['plain DDP']:,.0f} | "
+            f"{row['MXNet adaptive']:,.0f} | {row['torch/ddp']:.2f}x (target >= "
+            f"{row['target']}: {met}) | {row['torch/mxnet']:.2f}x |"
+        )
+    intro = prose["torch"].format(epochs=figures["epochs"], repeats=figures["repeats"])
+    return ["## PyTorch: the adapter against plain DDP", "", intro, "", *rows, ""]
 
 
 def accuracy(prose, table, runs=None):

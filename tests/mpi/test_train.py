@@ -83,6 +83,7 @@ def test_run_directory_holds_every_file_of_the_contract(digits, tmp_path):
     assert result.returncode == 0, result.stderr
     run = tmp_path / "run"
     assert sorted(p.name for p in run.iterdir()) == [
+        ".lock",  # the run directory's lock (runtime.runlock), free once the run ended
         "checkpoints",
         "config.yaml",
         "epochs.csv",

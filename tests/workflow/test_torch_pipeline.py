@@ -38,4 +38,5 @@ def test_a_torch_grid_refuses_mxnets_dist_sync(tmp_path):
     }
     run = snakemake("-n", results=tmp_path / "results", override=override)
     assert run.returncode != 0
-    assert "MXNet's own dist_sync, which a framework: torch run cannot use" in run.stdout + run.stderr
+    said = run.stdout + run.stderr
+    assert "MXNet's own dist_sync, which a framework: torch run cannot use" in said

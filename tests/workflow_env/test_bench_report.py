@@ -141,3 +141,23 @@ def test_a_jittered_scenario_is_replayed_under_other_draws_of_its_jitter(tmp_pat
     assert rows[rows["scenario"] == "homogeneous"]["trace"].nunique() == 2
     static = rows[rows["policy"] == "static"].groupby("scenario")["seconds"]
     assert static.min()["homogeneous, other jitter"] != static.min()["homogeneous"]
+
+
+def test_the_pytorch_section_shows_each_scenario_and_whether_its_target_was_met(tmp_path):
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("report", SCRIPT)
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    row = {"torch adaptive": 1800.0, "plain DDP": 900.0, "MXNet adaptive": 1500.0,
+           "torch/ddp": 2.0, "torch/mxnet": 1.2, "target": 1.8, "met": True}  # fmt: skip
+    homogeneous = {**row, "plain DDP": 2000.0, "torch/ddp": 0.9, "target": 0.98, "met": False}
+    figures = {"epochs": 6, "repeats": 2,
+               "scenarios": {"slowdown-1-3": row, "homogeneous": homogeneous}}  # fmt: skip
+    (tmp_path / "figures.json").write_text(json.dumps(figures))
+    lines = report.torch_section(report.sections(report.SECTIONS), tmp_path)
+    text = "\n".join(lines)
+    assert "6\nepochs a run" in text or "6 epochs" in text.replace("\n", " ")
+    assert "| slowdown-1-3 | 1,800 | 900 | 1,500 | 2.00x (target >= 1.8: met) | 1.20x |" in text
+    assert "0.90x (target >= 0.98: missed)" in text

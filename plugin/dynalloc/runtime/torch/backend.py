@@ -7,6 +7,7 @@ import io
 
 import numpy as np
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from dynalloc.runtime.torch import loop
 from dynalloc.runtime.torch.batch import DynamicBatch
@@ -26,10 +27,15 @@ class TorchBackend:
         self.comm = TorchComm()
 
     def build(self, setup):
+        """(network, optimizer, scheduler) of the run config. On several ranks the network is
+        wrapped in DistributedDataParallel, whose gradients the share-weighted hook sums while
+        the backward pass still runs; the loop calls the wrapper, the rest its `module`."""
         config = setup.config
         net = build_model(config["model"], setup.data.classes, setup.input_shape,
                           config["seed"], config["python_path"])  # fmt: skip
         optimizer, scheduler = build_optimizer(config["optimizer"], setup.total, net.parameters())
+        if self.comm.Get_size() > 1:
+            net = DistributedDataParallel(net)
         return net, optimizer, scheduler
 
     def dynamic_batch(self, net, optimizer, scheduler, dataset_size, global_batch, **options):
@@ -72,7 +78,9 @@ class TorchBackend:
         return torch.nn.CrossEntropyLoss()
 
     def evaluate(self, net, loss_fn, feed, rank, ranks, progress):
-        """[summed loss, correct predictions] over rank's slice of the test set."""
+        """[summed loss, correct predictions] over rank's slice of the test set (through the
+        module itself: DDP's forward would broadcast buffers, a collective, per batch)."""
+        net = getattr(net, "module", net)
         loss_sum = correct = 0.0
         net.eval()
         with torch.no_grad():
