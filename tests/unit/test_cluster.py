@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 from dynalloc.core.allreduce import allreduce_seconds
-from dynalloc.core.cluster import parse_cluster
+from dynalloc.core.cluster_file import parse_cluster
 from dynalloc.core.gradients import gradient_bytes
 
 EXAMPLE = Path(__file__).parents[2] / "config" / "clusters" / "example.yaml"

@@ -5,7 +5,7 @@ rundir defines it, and a ceiling no policy beats without noise)."""
 import numpy as np
 import pytest
 from dynalloc import rundir
-from dynalloc.core.cluster import parse_cluster
+from dynalloc.core.cluster_file import parse_cluster
 from dynalloc.core.policies import REPLAYABLE, make_policy
 from dynalloc.core.simulate import Optimum, project
 

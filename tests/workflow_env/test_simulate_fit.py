@@ -7,7 +7,7 @@ import pytest
 import yaml
 from dynalloc.analysis import fit
 from dynalloc.cli import main
-from dynalloc.core.cluster import parse_cluster
+from dynalloc.core.cluster_file import parse_cluster
 from fitted_runs import EXCHANGE, OVERHEAD, A, C, moving_shares, synthetic_run
 
 

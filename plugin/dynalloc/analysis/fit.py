@@ -34,7 +34,7 @@ import pandas as pd
 import yaml
 
 from dynalloc.analysis.runs import load_run
-from dynalloc.core.cluster import parse_cluster
+from dynalloc.core.cluster_file import parse_cluster
 from dynalloc.core.policies import make_policy
 from dynalloc.core.scenario import Scenario
 from dynalloc.core.simulate import project

@@ -19,7 +19,7 @@ from dynalloc.analysis import fit, planplots
 from dynalloc.analysis.compare import table_page
 from dynalloc.analysis.replay import add_policy_arguments, parse_params
 from dynalloc.analysis.runs import load_run
-from dynalloc.core.cluster import parse_cluster
+from dynalloc.core.cluster_file import parse_cluster
 from dynalloc.core.policies import make_policy
 from dynalloc.core.simulate import Optimum, project
 from dynalloc.errors import DynallocError
