@@ -40,32 +40,28 @@ define check_python
 endef
 
 # Each venv is rebuilt only when its requirement files (or the package metadata) change.
-$(TRAIN_VENV)/.installed: envs/train.txt envs/dev.txt pyproject.toml
+# $(call venv,DIR): the venv DIR from its target's prerequisites' requirement files (*.txt),
+# then dynalloc itself, editable.
+define venv
 	$(check_python)
-	[ -x $(TRAIN)/python ] || "$(PYTHON)" -m venv $(TRAIN_VENV)
-	$(TRAIN)/pip install -q --upgrade pip
-	$(TRAIN)/pip install -q -r envs/train.txt -r envs/dev.txt
-	$(TRAIN)/pip install -q --no-deps -e .
+	[ -x $(1)/bin/python ] || "$(PYTHON)" -m venv $(1)
+	$(1)/bin/pip install -q --upgrade pip
+	$(1)/bin/pip install -q $(addprefix -r ,$(filter %.txt,$^))
+	$(1)/bin/pip install -q --no-deps -e .
 	touch $@
+endef
+
+$(TRAIN_VENV)/.installed: envs/train.txt envs/dev.txt pyproject.toml
+	$(call venv,$(TRAIN_VENV))
 
 # The PyTorch env is apart: MXNet's needs numpy < 1.24, torch wants a newer one.
 setup-torch: $(TORCH_VENV)/.installed
 
 $(TORCH_VENV)/.installed: envs/torch.txt envs/dev.txt pyproject.toml
-	$(check_python)
-	[ -x $(TORCH)/python ] || "$(PYTHON)" -m venv $(TORCH_VENV)
-	$(TORCH)/pip install -q --upgrade pip
-	$(TORCH)/pip install -q -r envs/torch.txt -r envs/dev.txt
-	$(TORCH)/pip install -q --no-deps -e .
-	touch $@
+	$(call venv,$(TORCH_VENV))
 
 $(WORKFLOW_VENV)/.installed: envs/workflow.txt envs/dev.txt pyproject.toml
-	$(check_python)
-	[ -x $(WORKFLOW)/python ] || "$(PYTHON)" -m venv $(WORKFLOW_VENV)
-	$(WORKFLOW)/pip install -q --upgrade pip
-	$(WORKFLOW)/pip install -q -r envs/workflow.txt -r envs/dev.txt
-	$(WORKFLOW)/pip install -q --no-deps -e .
-	touch $@
+	$(call venv,$(WORKFLOW_VENV))
 
 # Plugin and MPI tests in the training env; analysis tests in the workflow env (numpy 2, no MXNet);
 # the pipeline tests drive the workflow env's snakemake from the training env's pytest. The bench
