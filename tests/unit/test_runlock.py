@@ -1,6 +1,7 @@
 """The run directory's lock, between real processes: the second is refused at once naming the
 holder, touches nothing, and a holder killed outright leaves no stale lock."""
 
+import fcntl
 import os
 import signal
 import socket
@@ -73,3 +74,18 @@ def test_a_directory_that_cannot_be_made_is_one_clear_error(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(DynallocError, match="cannot create run directory .*file/run"):
         RunLock(tmp_path / "file" / "run").acquire()
+
+
+def test_the_ranks_of_one_run_checking_at_once_do_not_refuse_each_other(tmp_path):
+    """Every rank checks at start-up, at about the same moment: a check holding the lock while
+    another rank checks must not look like a second training (mpiexec then left the one rank
+    that passed waiting forever)."""
+    out = tmp_path / "run"
+    with RunLock(out):  # leaves the lock file behind, unlocked
+        pass
+    fd = os.open(out / LOCK, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # another rank's check, caught midway
+        RunLock(out).check()
+    finally:
+        os.close(fd)

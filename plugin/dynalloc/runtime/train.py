@@ -28,19 +28,19 @@ def add_arguments(parser):
 
 
 def run(args):
-    # Compute threads and cores of this rank, set before MXNet loads; from the config, not the
-    # environment, since launchers export their own (Snakemake sets OMP_NUM_THREADS to the job's
-    # threads, which would make ranks sharing cores thrash). A script inherits both.
+    # Compute threads and cores of this rank, set before MPI and MXNet load; from the config,
+    # not the environment, since launchers export their own (Snakemake sets OMP_NUM_THREADS to
+    # the job's threads, which would make ranks sharing cores thrash). A script inherits both.
     config = resolve(load_config(args.config), launcher_size())
-    RunLock(args.out).check()  # a second training on the directory is refused before MXNet loads
     for variable in ("OMP_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS"):
         os.environ[variable] = str(config["threads_per_rank"])
     pin_rank(config, launcher_rank())
-    if config["script"]:
+    if config["script"]:  # its Recorder refuses a second training, agreed through its backend
         os.environ[CONFIG_VARIABLE] = os.path.abspath(args.config)
         os.environ[RUN_DIR_VARIABLE] = os.path.abspath(args.out)
         script = [config["script"], *config["script_args"]]
         os.execv(sys.executable, [sys.executable, *script])
+    refuse_a_second_training(args.out, config["framework"])
     from dynalloc.runtime.faults import agree
     from dynalloc.runtime.recorder import Recorder
 
@@ -49,3 +49,21 @@ def run(args):
     with run:
         run.backend.train(run, *built)
     return 0
+
+
+def refuse_a_second_training(out, framework):
+    """Every rank checks the run directory's lock before the framework loads, so that a second
+    training is refused at once. An MXNet run's ranks agree on the answer through MPI: ranks
+    that checked a moment apart as the holder ended would disagree, and mpiexec does not end
+    the ranks left when one exits before MPI starts, so they would wait in their first
+    collective forever. A PyTorch run's launcher ends them (torchrun), or their rendezvous
+    times out."""
+    lock = RunLock(out)
+    if framework != "mxnet":
+        lock.check()
+        return
+    from mpi4py import MPI  # MPI alone, not MXNet: the refusal stays quick
+
+    from dynalloc.runtime.faults import agree
+
+    agree(MPI.COMM_WORLD, lock.check)
