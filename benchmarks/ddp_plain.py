@@ -6,8 +6,10 @@ slowdown as the dynalloc runs it is compared with.
     torchrun --standalone --nproc_per_node=R benchmarks/ddp_plain.py --dataset DIR \
         --model lenet --global-batch 512 --epochs E --lr 0.01 [--slow RANK=FACTOR] --out OUT.json
 
-A slowed rank sleeps (factor - 1) times its measured forward and backward, as dynalloc's
-scenarios make it (`runtime.timing.ComputeTimer`). Rank 0 writes samples/s of the training
+A slowed rank hands each gradient bucket to DDP's all-reduce as late as a device `factor` times
+slower would, as dynalloc's DDP runs emulate a scenario's slowdown (`runtime.torch.hook.
+SlowBuckets`, ahead of DDP's own averaging hook), so the others wait for it as they would for a
+slow device. Rank 0 writes samples/s of the training
 loop (set-up excluded) and the final test accuracy to OUT.json.
 """
 
@@ -23,10 +25,11 @@ pin_to_core(launcher_rank())  # one core per rank, as dynalloc train pins its ra
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from dynalloc.runtime.timing import ComputeTimer  # noqa: E402
 from dynalloc.runtime.torch import init_process_group  # noqa: E402
+from dynalloc.runtime.torch.hook import SlowBuckets  # noqa: E402
 from dynalloc.runtime.torch.models import build_model  # noqa: E402
 from torch import nn  # noqa: E402
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook  # noqa: E402
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset  # noqa: E402
 
 
@@ -55,15 +58,17 @@ def main():
     )
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     loss_fn = nn.CrossEntropyLoss()
-    factor = dict(s.split("=") for s in args.slow).get(str(rank), "1")
+    factor = float(dict(s.split("=") for s in args.slow).get(str(rank), "1"))
+    slow = SlowBuckets()
+    model.register_comm_hook(slow, held_then_averaged)
     samples, began = 0, time.perf_counter()
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         for x, y in loader:
             optimizer.zero_grad()
-            with ComputeTimer(float(factor)):
-                loss = loss_fn(model(x), y)
-                loss.backward()
+            slow.start(factor)
+            loss = loss_fn(model(x), y)
+            loss.backward()
             optimizer.step()
             samples += len(x) * ranks
     seconds = time.perf_counter() - began
@@ -72,6 +77,13 @@ def main():
         figures = {"samples_per_s": samples / seconds, "seconds": seconds,
                    "test_accuracy": accuracy, "ranks": ranks, "slow": args.slow}  # fmt: skip
         args.out.write_text(json.dumps(figures) + "\n")
+
+
+def held_then_averaged(slow, bucket):
+    """DDP's own hook (the average over the ranks), once the emulated slowdown lets the bucket
+    go."""
+    slow.hold()
+    return allreduce_hook(None, bucket)
 
 
 def evaluate(net, dataset):

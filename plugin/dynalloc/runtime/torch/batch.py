@@ -46,21 +46,21 @@ class Step(allocation.Step):
     @contextlib.contextmanager
     def compute(self):
         """Time the enclosed forward and backward. Under DDP the backward pass also waits for
-        the other ranks' buckets: the time ends when this rank's last bucket was ready."""
+        the other ranks' buckets: the time ends when this rank's last bucket was ready (an
+        emulated slowdown delays each bucket, `hook.SlowBuckets`)."""
         if not self.owner.ddp:
             with super().compute():
                 yield self
             return
-        began = time.perf_counter()
-        self.owner.hook.last_ready = None
+        hook = self.owner.hook
+        hook.start(self.slowdown)
+        hook.last_ready = None
         yield self
         self.owner.wait_for_device()
         ended = time.perf_counter()
-        measured = (self.owner.hook.last_ready or ended) - began
-        if self.slowdown > 1.0:
-            time.sleep((self.slowdown - 1.0) * measured)
-        self.compute_s = measured + (time.perf_counter() - ended)
-        self.owner.overlapped_s = ended - began - measured
+        ready = hook.last_ready or ended  # no bucket: no backward pass to wait in
+        self.compute_s = ready - hook.began
+        self.owner.overlapped_s = ended - ready
 
     def finish(self, loss):
         """Exchange gradients, step the optimizer, agree on the next shares; returns the mean

@@ -16,11 +16,37 @@ import torch
 import torch.distributed as dist
 
 
-class ShareWeight:
+class SlowBuckets:
+    """A rank emulated `factor` times slower under DDP (a scenario's `slowdown`): each bucket
+    goes to the all-reduce when a device that much slower would have had it ready, its time
+    since the iteration began stretched by `factor`, so that DDP's overlap is kept. Sleeping
+    after the backward pass, as a plain module's rank does, would come after DDP had already
+    exchanged the buckets: the delay would follow the exchange instead of holding it up, and
+    the others would not wait for it. Call `start(factor)` as the forward pass begins."""
+
+    def __init__(self):
+        self.factor, self.began, self.slept = 1.0, None, 0.0
+
+    def start(self, factor):
+        self.factor, self.began, self.slept = factor, time.perf_counter(), 0.0
+
+    def hold(self):
+        """Sleep until this bucket's emulated ready time: `factor` times the time computed."""
+        if self.began is None or self.factor <= 1.0:
+            return
+        computed = time.perf_counter() - self.began - self.slept
+        late = (self.factor - 1.0) * computed - self.slept
+        if late > 0:
+            time.sleep(late)
+            self.slept += late
+
+
+class ShareWeight(SlowBuckets):
     """The hook's state: this rank's weight `b_r / B` for the iteration under way, and when its
     last bucket was ready (its own backward done, before it waits for the others)."""
 
     def __init__(self, group=None):
+        super().__init__()
         self.group, self.weight, self.last_ready = group, 1.0, None
 
 
@@ -28,6 +54,7 @@ def share_weighted_hook(state, bucket):
     """Multiply the bucket by `state.weight`, then sum it over the ranks (asynchronously, as DDP
     expects of a hook). On the last bucket of the backward pass, note the time first: what the
     rank computed is done then (CUDA's queue drained), whatever the others still compute."""
+    state.hold()
     tensor = bucket.buffer()
     tensor.mul_(state.weight)
     if bucket.is_last():
