@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from dynalloc.runtime import checkpoint
 from launchers import BIN, ENV, dynalloc_train, stage_digits
 
 
@@ -79,9 +80,8 @@ def test_a_stopped_run_resumes_to_the_parameters_of_an_uninterrupted_one(digits,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                            env=ENV)  # fmt: skip
     deadline = time.monotonic() + 120
-    while not (out / "iterations.csv.partial").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.5)
+    while not checkpoint.existing(out) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the whole run takes a second or two here: stop it at its first
     job.send_signal(signal.SIGTERM)  # mpiexec forwards it to the ranks
     _, stderr = job.communicate(timeout=120)
     assert job.returncode == 75, stderr
