@@ -15,6 +15,7 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,9 @@ def train(dataset, out, scenario, policy, epochs):
         "seed": 0,
     }
     out.mkdir(parents=True, exist_ok=True)
+    # A run directory holding a finished run of the same config would be resumed, not
+    # trained again: the figures would be the last invocation's.
+    shutil.rmtree(out / "run", ignore_errors=True)
     (out / "run.yaml").write_text(yaml.safe_dump(config))
     command = [
         str(BIN / "mpiexec"),

@@ -15,6 +15,7 @@ and at least 0.98x homogeneous. Writes OUT/figures.json and prints the table.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -37,6 +38,9 @@ def dynalloc(framework, dataset, slowdown, epochs, out):
               "global_batch": 512, "epochs": epochs, "policy": {"name": "adaptive"},
               "optimizer": {"name": "sgd", "lr": LR, "momentum": 0.9, "wd": 0.0001},
               "scenario": {"slowdown": slowdown}, "seed": 0}  # fmt: skip
+    # A run directory holding a finished run of the same config would be resumed, not
+    # trained again: the figures would be the last invocation's.
+    shutil.rmtree(out / "run", ignore_errors=True)
     (out / "run.yaml").write_text(yaml.safe_dump(config))
     train = ["train", "--config", str(out / "run.yaml"), "--out", str(out / "run")]
     if framework == "torch":
