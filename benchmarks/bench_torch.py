@@ -5,9 +5,12 @@ run; rank 1 three times slower (`slowdown-1-3`) and homogeneous:
 - `dynalloc train` of a `framework: torch` run under torchrun with `adaptive`;
 - plain DDP with equal shares, as users run it today (benchmarks/ddp_plain.py, torchrun);
 - `dynalloc train` of the MXNet run under mpiexec with `adaptive`.
-Each repeat runs all of them in turn, so that the machine's drift meets each alike; samples/s
-are medians over the repeats. Targets (issue 22): torch adaptive at least 1.8x plain DDP at 1:3
-and at least 0.98x homogeneous. Writes OUT/figures.json and prints the table.
+Each repeat runs all of them in turn (in reverse order on odd repeats), so that the machine's
+drift meets each alike; samples/s are medians over the repeats. 12 epochs (96 iterations) a
+run: a run's first iteration, at equal shares and with PyTorch's own warm-up, costs two to three
+steady ones, which at 6 epochs took 5% from the adaptive run's figure. Targets (issue 22): torch
+adaptive at least 1.8x plain DDP at 1:3 and at least 0.98x homogeneous. Writes
+OUT/figures.json and prints the table.
 
     .venv-train/bin/python benchmarks/bench_torch.py --dataset data/mnist5k --out runs/bench-torch
 """
@@ -66,13 +69,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     rates = {}
     for repeat in range(args.repeats):
         for scenario, slowdown in SCENARIOS.items():
-            for name in RUNS:
+            for name in RUNS if repeat % 2 == 0 else RUNS[::-1]:
                 out = args.out / f"{scenario}-{name.replace(' ', '-')}-{repeat}"
                 if name == "plain DDP":
                     rate = plain_ddp(args.dataset, slowdown, args.epochs, out)
