@@ -26,7 +26,7 @@ help:
 	@echo "make bench-repeats  then seeds 1 and 2 of its close races (35-51 min) -> BENCHMARKS.md"
 	@echo "make bench-simulate the simulator fitted to make bench's runs, projections to 4,096 ranks"
 	@echo "make bench-core     the core figures: adaptive vs static vs oracle, exchange cost"
-	@echo "make bench-torch    the PyTorch adapter against plain DDP and the MXNet path (~10 min)"
+	@echo "make bench-torch    the PyTorch adapter against plain DDP and the MXNet path (~6 min)"
 	@echo "make bench-data     Fashion-MNIST (Debian's package), and as JPEG RecordIO and image folders"
 	@echo "make bench-stream   streamed datasets vs in-memory: samples/s, memory, staging (~20 min)"
 
@@ -135,7 +135,7 @@ bench-simulate: setup
 	  $(if $(REPEATED),--repeats results/bench-repeats) --discussion benchmarks/discussion.md \
 	  $(if $(REPEATED),benchmarks/discussion-repeats.md)
 
-# dynalloc.runtime.torch against plain DDP and the MXNet path (benchmarks/bench_torch.py, ~10
+# dynalloc.runtime.torch against plain DDP and the MXNet path (benchmarks/bench_torch.py, ~6
 # minutes) -> results/bench-torch; then BENCHMARKS.md again where make bench has run.
 bench-torch: setup setup-torch data/mnist5k/manifest.json
 	$(TRAIN)/python benchmarks/bench_torch.py --dataset data/mnist5k --out results/bench-torch
