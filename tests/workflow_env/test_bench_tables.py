@@ -177,10 +177,13 @@ def test_every_section_of_the_prose_is_one_line_a_paragraph_with_its_fields_fill
     prose = report.sections(report.SECTIONS)
     assert set(prose) == {
         "setup", "targets", "repeats", "replay", "replay-free", "replay-charged", "accuracy",
-        "accuracy-seeds", "simulate", "projections",
+        "accuracy-seeds", "simulate", "projections", "torch",
     }  # fmt: skip
     assert all("\n" not in text for name, text in prose.items() if name != "setup")
     assert "run-to-run noise band (3.1%: the spread" in prose["targets"].format(noise=0.031)
+    assert "SGD (lr 0.01, momentum 0.9), 12 epochs a run" in prose["torch"].format(
+        epochs=12, repeats=2
+    )
     config = {
         "training": {"global_batch": 512, "epochs": 1, "optimizer": {"lr": 0.04, "momentum": 0.9}},
         "scenarios": {"flat": {}, "slow": {"slowdown": {3: 2}}},
