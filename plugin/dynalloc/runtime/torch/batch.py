@@ -54,7 +54,6 @@ class Step(allocation.Step):
             return
         hook = self.owner.hook
         hook.start(self.slowdown)
-        hook.last_ready = None
         yield self
         self.owner.wait_for_device()
         ended = time.perf_counter()

@@ -49,6 +49,10 @@ class ShareWeight(SlowBuckets):
         super().__init__()
         self.group, self.weight, self.last_ready = group, 1.0, None
 
+    def start(self, factor):
+        super().start(factor)
+        self.last_ready = None
+
 
 def share_weighted_hook(state, bucket):
     """Multiply the bucket by `state.weight`, then sum it over the ranks (asynchronously, as DDP
