@@ -20,7 +20,7 @@ def in_process(dataset, decodes, steps):
     from dynalloc.data.images import decode_into
     from dynalloc.data.readahead import Decoder
     from dynalloc.experiment.stream_config import check_stream
-    from dynalloc.runtime.models import build_model
+    from dynalloc.runtime.mxnet.models import build_model
     from PIL import Image
 
     saved = os.sched_getaffinity(0)

@@ -18,15 +18,15 @@ import sys
 import time
 
 from dynalloc.launcher import launcher_rank
-from dynalloc.runtime.contention import pin_to_core
+from dynalloc.runtime.common.contention import pin_to_core
 
 pin_to_core(launcher_rank())  # before MXNet starts its threads
 
 import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
-from dynalloc.runtime.exchange import GradientExchange  # noqa: E402
-from dynalloc.runtime.gluon import gradients_in_one_array, numpy_view  # noqa: E402
-from dynalloc.runtime.models import build_model  # noqa: E402
+from dynalloc.runtime.mxnet.exchange import GradientExchange  # noqa: E402
+from dynalloc.runtime.mxnet.gluon import gradients_in_one_array, numpy_view  # noqa: E402
+from dynalloc.runtime.mxnet.models import build_model  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 

@@ -12,7 +12,7 @@ import time
 
 import mxnet as mx
 import numpy as np
-from dynalloc.runtime.models import build_model
+from dynalloc.runtime.mxnet.models import build_model
 from mxnet import autograd, gluon
 
 

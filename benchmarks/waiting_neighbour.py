@@ -13,7 +13,7 @@ import os
 import time
 
 import numpy as np
-from dynalloc.runtime.exchange import GradientExchange
+from dynalloc.runtime.mxnet.exchange import GradientExchange
 from mpi4py import MPI
 
 comm = MPI.COMM_WORLD

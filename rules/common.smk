@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.grid import expand_runs, stage_arguments
-from dynalloc.runtime.job import announce_snakemake
+from dynalloc.runtime.common.job import announce_snakemake
 
 RESULTS = config["results"]
 # A `models` factory's module is imported from the directory of each config file (and from
@@ -41,10 +41,10 @@ if any(run["config"].get("framework") == "torch" for run in RUNS.values()) and n
         "PyTorch environment's python"
     )
 TORCH_DYNALLOC = f"{shlex.quote(str(TORCH_PYTHON))} -m dynalloc.cli"
-# Whom a training job must not outlive (runtime/job.py): this snakemake. Inside a SLURM job the
+# Whom a training job must not outlive (runtime/common/job.py): this snakemake. Inside a SLURM job the
 # Snakefile is read again by the job's own snakemake, which then announces itself.
 announce_snakemake()
-# Attempts after the first of a training run, which runtime/job.py lets start only after a stop
+# Attempts after the first of a training run, which runtime/common/job.py lets start only after a stop
 # or a stall: a run stopped at a time limit three times in a row needs a longer runtime.
 TRAIN_RETRIES = 3
 # The runs of one rank, which train_one_rank trains without MPI (a regular expression).

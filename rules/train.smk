@@ -17,10 +17,10 @@ rule run_config:
 
 # An MPI job of R ranks; the launcher is the `mpi` resource, set by the profile
 # (the training env's mpiexec locally, `srun --mpi=pmi2` on SLURM). A `dist_sync` run is
-# MXNet's parameter server on R workers instead (launch_command). runtime.job supervises each
+# MXNet's parameter server on R workers instead (launch_command). runtime.common.job supervises each
 # attempt: it stops the training when snakemake dies, and lets a retry start only after a stop
 # (exit 75: a time limit, a preemption) or a stall (exit 69), which the rerun resumes from its
-# checkpoint; any other failure is not retried (runtime/job.py).
+# checkpoint; any other failure is not retried (runtime/common/job.py).
 rule train:
     input:
         config=f"{RESULTS}/runs/{{run}}/run.yaml",
@@ -46,7 +46,7 @@ rule train:
         mpi="mpiexec",
         attempt=lambda wildcards, attempt: attempt,
     params:
-        job=f"{shlex.quote(str(TRAIN_PYTHON))} -m dynalloc.runtime.job",
+        job=f"{shlex.quote(str(TRAIN_PYTHON))} -m dynalloc.runtime.common.job",
         launch=launch_command,
         ranks=run_ranks,
         out=lambda w: f"{run_dir(w.run)}/train",

@@ -14,10 +14,9 @@ import argparse
 
 import mxnet as mx
 import numpy as np
+from dynalloc.runtime.common.recorder import Recorder
 from mxnet import autograd, gluon
 from mxnet.gluon.model_zoo import vision
-
-from dynalloc.runtime.recorder import Recorder
 
 
 def augment(images, seed, iteration, shift, contrast):
@@ -45,9 +44,7 @@ def main():
         net.initialize(mx.init.Xavier(), ctx=mx.cpu())
         net.hybridize()
         net(mx.nd.zeros((1, *data.input_shape))).wait_to_read()  # resolve deferred shapes
-        trainer = gluon.Trainer(
-            net.collect_params(), "adam", {"learning_rate": 0.001, "wd": 1e-4}
-        )
+        trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": 0.001, "wd": 1e-4})
         loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         run.start(net, trainer)
         for epoch in run.epochs():

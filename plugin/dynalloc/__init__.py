@@ -3,7 +3,7 @@
 The folders are the boundaries (DESIGN.md): `core` (numpy only: shares, cost models, policies,
 partition, scenarios, simulation) is importable everywhere; `experiment` (run configs, the grid)
 and `analysis` (pandas, matplotlib) never import MXNet or mpi4py; `data` stages datasets;
-`runtime` holds MPI and MXNet (`runtime.gluon.DynamicBatch`, `dynalloc train`). `runtime` and
+`runtime` holds MPI and MXNet (`runtime.mxnet.gluon.DynamicBatch`, `dynalloc train`). `runtime` and
 `analysis` share only the run directory, through `rundir`.
 """
 

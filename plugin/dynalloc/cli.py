@@ -18,11 +18,11 @@ COMMANDS = {
     "stage": ("dynalloc.data.stage", "stage a dataset: arrays to memory-map, or images indexed"),
     "verify": ("dynalloc.data.verify", "decode every image of a staged dataset once"),
     "train": (
-        "dynalloc.runtime.train",
+        "dynalloc.runtime.common.train",
         "train a model over MPI ranks with dynamic batch allocation",
     ),
     "baseline": (
-        "dynalloc.runtime.baseline",
+        "dynalloc.runtime.mxnet.baseline",
         "the same run with MXNet's dist_sync parameter server",
     ),
     "summarize": ("dynalloc.analysis.summary", "one run's summary row"),

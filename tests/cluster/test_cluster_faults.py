@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from dynalloc.runtime import checkpoint
+from dynalloc.runtime.common import checkpoint
 from helpers import rank_pids, read_rows, wait_for
 from slurmrun import profile_with, sbatch_jobs, start_on_slurm
 
@@ -89,7 +89,7 @@ class Pipeline:
         return rank_pids(self.train_dir)
 
     def first_attempt_ended(self, timeout=120):
-        """(seconds it took, the status runtime.job kept of the first attempt)."""
+        """(seconds it took, the status runtime.common.job kept of the first attempt)."""
         began = time.monotonic()
         wait_for(self.status.exists, timeout=timeout, what="the first attempt to end")
         return time.monotonic() - began, json.loads(self.status.read_text())

@@ -4,7 +4,7 @@ small tensors it packs and the large one it reduces in place alike."""
 import sys
 
 import numpy as np
-from dynalloc.runtime.exchange import IN_PLACE_VALUES, GradientExchange
+from dynalloc.runtime.mxnet.exchange import IN_PLACE_VALUES, GradientExchange
 
 LARGE = (IN_PLACE_VALUES + 3,)
 exchange = GradientExchange(

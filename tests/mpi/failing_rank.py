@@ -6,7 +6,7 @@ import os
 import sys
 
 from dynalloc import cli
-from dynalloc.runtime.gluon import Step
+from dynalloc.runtime.mxnet.gluon import Step
 
 FAIL_RANK, FAIL_AT = int(os.environ["FAIL_RANK"]), int(os.environ["FAIL_AT"])
 finish = Step.finish

@@ -5,9 +5,9 @@ averaged before backward()."""
 
 import sys
 
-from dynalloc.runtime import loop
-from dynalloc.runtime.prepare import build
-from dynalloc.runtime.recorder import Recorder
+from dynalloc.runtime.common.recorder import Recorder
+from dynalloc.runtime.mxnet import loop
+from dynalloc.runtime.mxnet.build import build
 from mxnet import autograd, gluon
 
 with Recorder.from_environment() as run:

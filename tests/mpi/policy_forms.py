@@ -7,8 +7,8 @@ import sys
 from dynalloc.core.partition import GlobalBatchSampler
 from dynalloc.core.policies import make_policy
 from dynalloc.errors import DynallocError
-from dynalloc.runtime.gluon import DynamicBatch
-from dynalloc.runtime.models import build_model
+from dynalloc.runtime.mxnet.gluon import DynamicBatch
+from dynalloc.runtime.mxnet.models import build_model
 from mxnet import gluon
 
 net = build_model("mlp", 10, (1, 8, 8), seed=0)

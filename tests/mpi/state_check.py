@@ -4,8 +4,8 @@ import sys
 
 import mxnet as mx
 import numpy as np
-from dynalloc.runtime.gluon import DynamicBatch
-from dynalloc.runtime.models import build_model
+from dynalloc.runtime.mxnet.gluon import DynamicBatch
+from dynalloc.runtime.mxnet.models import build_model
 from mxnet import autograd, gluon
 
 net = build_model("resnet", 10, (1, 8, 8), seed=0)

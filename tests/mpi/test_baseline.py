@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from dynalloc.runtime.peerwatch import alive
+from dynalloc.runtime.common.peerwatch import alive
 from helpers import BIN, ENV, dynalloc, parameters, read_rows, wait_for
 
 pytestmark = pytest.mark.mpi

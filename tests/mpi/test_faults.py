@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from dynalloc.runtime import checkpoint
-from dynalloc.runtime.peerwatch import alive
+from dynalloc.runtime.common import checkpoint
+from dynalloc.runtime.common.peerwatch import alive
 from helpers import dynalloc, rank_pids, start_dynalloc, wait_for
 from test_resume import ITERATIONS, assert_logged_once, checkpointed, write_config
 

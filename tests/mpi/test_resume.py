@@ -7,7 +7,7 @@ import signal
 import numpy as np
 import pytest
 import yaml
-from dynalloc.runtime import checkpoint
+from dynalloc.runtime.common import checkpoint
 from helpers import dynalloc, parameters, rank_pids, read_rows, start_dynalloc, wait_for
 
 pytestmark = pytest.mark.mpi

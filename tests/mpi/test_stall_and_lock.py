@@ -9,7 +9,7 @@ import socket
 import time
 
 import pytest
-from dynalloc.runtime.peerwatch import alive
+from dynalloc.runtime.common.peerwatch import alive
 from helpers import dynalloc, rank_pids, start_dynalloc, wait_for
 from test_resume import assert_logged_once, checkpointed, write_config
 

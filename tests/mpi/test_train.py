@@ -83,7 +83,7 @@ def test_run_directory_holds_every_file_of_the_contract(digits, tmp_path):
     assert result.returncode == 0, result.stderr
     run = tmp_path / "run"
     assert sorted(p.name for p in run.iterdir()) == [
-        ".lock",  # the run directory's lock (runtime.runlock), free once the run ended
+        ".lock",  # the run directory's lock (runtime.common.runlock), free once the run ended
         "checkpoints",
         "config.yaml",
         "epochs.csv",
@@ -294,9 +294,9 @@ def evaluated_loss(run, spec, data_dir, python_path=()):
     the run's final test loss only if every rank finished with rank 0's parameters."""
     import mxnet as mx
     from dynalloc.data.staged import load_staged
-    from dynalloc.runtime.feed import ArrayFeed
-    from dynalloc.runtime.models import build_model
-    from dynalloc.runtime.prepare import eval_sums, ndarrays
+    from dynalloc.runtime.common.feed import ArrayFeed
+    from dynalloc.runtime.mxnet.build import eval_sums, ndarrays
+    from dynalloc.runtime.mxnet.models import build_model
 
     data = load_staged(data_dir)
     net = build_model(spec, data.classes, tuple(data.input_shape), 3, python_path)

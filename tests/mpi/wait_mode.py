@@ -6,7 +6,7 @@ import sys
 import time
 
 import numpy as np
-from dynalloc.runtime.exchange import GradientExchange
+from dynalloc.runtime.mxnet.exchange import GradientExchange
 
 if sys.argv[1] == "one-core":
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from dynalloc.runtime import checkpoint
+from dynalloc.runtime.common import checkpoint
 from launchers import BIN, ENV, dynalloc_train, stage_digits
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from dynalloc.core.policies import POLICIES, make_policy
 from dynalloc.errors import DynallocError
-from dynalloc.runtime import checkpoint
+from dynalloc.runtime.common import checkpoint
 
 CONFIG = {"dataset": "/d", "model": "lenet", "global_batch": 512, "seed": 0, "epochs": 2}
 

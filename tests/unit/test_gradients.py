@@ -6,7 +6,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 from dynalloc.core.gradients import PARAMETERS, counted_on, gradient_bytes
-from dynalloc.runtime.networks import BUILDERS
+from dynalloc.runtime.mxnet.networks import BUILDERS
 from mxnet.gluon.model_zoo import vision
 
 

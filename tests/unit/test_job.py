@@ -1,5 +1,6 @@
-"""The pipeline's job supervisor (runtime/job.py) on real processes: retries only after a stop or a
-stall, the training stopped with snakemake or with the supervisor itself, a stall ended."""
+"""The pipeline's job supervisor (runtime/common/job.py) on real processes: retries only after a
+stop or a stall, the training stopped with snakemake or with the supervisor itself, a stall
+ended."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import textwrap
 import time
 
 import pytest
-from dynalloc.runtime.job import SNAKEMAKE_VARIABLE, STALL_GRACE_S
+from dynalloc.runtime.common.job import SNAKEMAKE_VARIABLE, STALL_GRACE_S
 from helpers import wait_for
 
 # A launcher stand-in: marks that it ran, then behaves as argv[2] says.
@@ -30,7 +31,7 @@ LAUNCHER = textwrap.dedent(
             sys.exit(75)
         signal.signal(signal.SIGTERM, stop)
     if how == "stall":
-        from dynalloc.runtime.job import report_stall
+        from dynalloc.runtime.common.job import report_stall
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as srun waiting for a cut-off node
         report_stall()
     time.sleep(60)
@@ -41,7 +42,7 @@ LAUNCHER = textwrap.dedent(
 def start(tmp_path, attempt, how, env=None):
     """The supervisor of `attempt` with its output in the job's log, as the train rule runs it."""
     log, marker = tmp_path / "train.log", tmp_path / f"ran-{attempt}"
-    command = [sys.executable, "-m", "dynalloc.runtime.job", "--attempt", str(attempt)]
+    command = [sys.executable, "-m", "dynalloc.runtime.common.job", "--attempt", str(attempt)]
     command += ["--log", str(log), "--status", str(tmp_path / "train.status"), "--"]
     command += [sys.executable, "-c", LAUNCHER, str(marker), how]
     with open(log, "w") as output:

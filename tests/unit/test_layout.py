@@ -1,7 +1,9 @@
 """The plugin's folders are its boundaries (DESIGN.md): every import of every module, read from
 its source (those inside functions too), runs from a folder to a lower one, never the reverse;
-`runtime` and `analysis` never import each other; what a folder may import from outside the
-plugin follows the environments it must run in."""
+`runtime` and `analysis` never import each other; inside `runtime`, the adapters (`mxnet`,
+`torch`) import `common` and never each other, and `common` imports no adapter; no module imports
+itself through others; what a folder may import from outside the plugin follows the environments
+it must run in."""
 
 import ast
 import sys
@@ -20,6 +22,15 @@ LEVELS = {
     "runtime": 4,
     "analysis": 4,
     "cli": 5,
+    "face": 5,  # dynalloc.mxnet and dynalloc.torch, the frameworks' one-import faces
+}
+FACES = {"mxnet.py", "torch.py"}
+# runtime's rooms: a room may import its own modules and those of the rooms listed for it.
+ROOMS = {
+    "common": set(),
+    "mxnet": {"common"},
+    "torch": {"common"},
+    "": {"common", "mxnet", "torch"},
 }
 # Outside the plugin and the standard library, the only packages a folder may import.
 ALLOWED = {
@@ -30,6 +41,7 @@ ALLOWED = {
     "runtime": {"numpy", "yaml", "mxnet", "mpi4py", "torch"},
     "analysis": {"numpy", "yaml", "pandas", "matplotlib"},
     "cli": set(),
+    "face": set(),
 }
 
 
@@ -38,6 +50,8 @@ def folder(module_path):
     parts = module_path.relative_to(PACKAGE).parts
     if len(parts) > 1:
         return parts[0]
+    if parts[0] in FACES:
+        return "face"
     return "cli" if parts[0] == "cli.py" else "base"
 
 
@@ -62,6 +76,14 @@ def target(name):
 
 
 MODULES = sorted(PACKAGE.rglob("*.py"))
+RUNTIME = PACKAGE / "runtime"
+
+
+def room(name):
+    """The room of runtime a dotted `dynalloc.runtime...` name lies in ('' for runtime's own
+    modules, the older paths of the faces)."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and (RUNTIME / parts[2]).is_dir() else ""
 
 
 def test_every_module_lies_in_a_known_folder():
@@ -96,6 +118,78 @@ def module_name(path):
     return "dynalloc." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
 
 
+@pytest.mark.parametrize(
+    "path", sorted(RUNTIME.rglob("*.py")), ids=lambda p: str(p.relative_to(RUNTIME))
+)
+def test_runtime_rooms_import_common_and_never_each_other(path):
+    mine = room(module_name(path).removesuffix(".__init__"))
+    wrong = [
+        f"line {line}: runtime/{mine or '.'} imports {name}"
+        for name, line in imports(path)
+        if name.startswith("dynalloc.runtime.") and room(name) not in ROOMS[mine] | {mine}
+    ]
+    assert not wrong, wrong
+
+
+def test_the_room_check_sees_a_wrong_import():
+    assert room("dynalloc.runtime.mxnet.gluon") == "mxnet"
+    assert room("dynalloc.runtime.common.recorder") == "common"
+    assert room("dynalloc.runtime.common") == "common"
+    assert room("dynalloc.runtime.gluon") == ""
+    assert "mxnet" not in ROOMS["torch"] and "torch" not in ROOMS["mxnet"]
+    assert not ROOMS["common"]
+
+
+def import_graph():
+    """Module -> the plugin's modules it imports by name (a package's `__init__` counts as the
+    package; importing a module is not read as importing its parents)."""
+    by_name = {module_name(path).removesuffix(".__init__"): path for path in MODULES}
+    return {
+        name: {other for other in imported_modules(path) if other in by_name and other != name}
+        for name, path in by_name.items()
+    }
+
+
+def cycles(graph):
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle_in_the_package():
+    assert cycles(import_graph()) == []
+
+
+def test_the_circle_check_sees_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
 def imported_modules(path):
     """What `path` imports, `from package import module` read as the module too."""
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
@@ -124,7 +218,7 @@ def test_the_two_frameworks_never_load_each_other():
     """The PyTorch environment has no MXNet and the MXNet one no PyTorch: nothing the torch
     adapter imports, however indirectly, imports mxnet, and nothing outside it imports torch."""
     torch_side = reachable("dynalloc.runtime.torch")
-    assert {"dynalloc.runtime.torch.batch", "dynalloc.runtime.allocation"} <= torch_side
+    assert {"dynalloc.runtime.torch.batch", "dynalloc.runtime.common.allocation"} <= torch_side
     wrong = []
     for path in MODULES:
         name = module_name(path)

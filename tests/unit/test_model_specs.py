@@ -11,8 +11,8 @@ import pytest
 mx = pytest.importorskip("mxnet")
 
 from dynalloc.errors import DynallocError  # noqa: E402
-from dynalloc.runtime.models import MODELS, build_model, zoo_names  # noqa: E402
-from dynalloc.runtime.networks import BUILDERS, MIN_SIZE  # noqa: E402
+from dynalloc.runtime.mxnet.models import MODELS, build_model, zoo_names  # noqa: E402
+from dynalloc.runtime.mxnet.networks import BUILDERS, MIN_SIZE  # noqa: E402
 
 FACTORIES = """
 from mxnet.gluon import nn

@@ -6,7 +6,7 @@ import pytest
 mx = pytest.importorskip("mxnet")
 
 from dynalloc.errors import DynallocError  # noqa: E402
-from dynalloc.runtime.models import MODELS, build_model  # noqa: E402
+from dynalloc.runtime.mxnet.models import MODELS, build_model  # noqa: E402
 
 SHAPES = [(1, 28, 28), (1, 8, 8)]
 

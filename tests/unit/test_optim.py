@@ -7,7 +7,7 @@ import pytest
 mx = pytest.importorskip("mxnet")
 
 from dynalloc.errors import DynallocError  # noqa: E402
-from dynalloc.runtime.optim import build_optimizer  # noqa: E402
+from dynalloc.runtime.mxnet.optim import build_optimizer  # noqa: E402
 
 
 def lr_at(optimizer, num_update):

@@ -11,12 +11,12 @@ import textwrap
 
 import pytest
 from dynalloc.errors import DynallocError
-from dynalloc.runtime.runlock import LOCK, RunLock
+from dynalloc.runtime.common.runlock import LOCK, RunLock
 
 HOLD = textwrap.dedent(
     """
     import sys, time
-    from dynalloc.runtime.runlock import RunLock
+    from dynalloc.runtime.common.runlock import RunLock
     with RunLock(sys.argv[1]):
         print("locked", flush=True)
         time.sleep(60)

@@ -2,7 +2,13 @@
 stop was requested (the watch itself runs on real ranks in tests/mpi/test_stall_and_lock.py)."""
 
 import pytest
-from dynalloc.runtime.stall import FACTOR, STOP_FACTOR, STOP_FLOOR_S, host_addresses, stall_bound
+from dynalloc.runtime.common.stall import (
+    FACTOR,
+    STOP_FACTOR,
+    STOP_FLOOR_S,
+    host_addresses,
+    stall_bound,
+)
 
 
 def test_nothing_is_bounded_before_the_first_iteration():

@@ -6,8 +6,8 @@ import subprocess
 import sys
 import textwrap
 
-from dynalloc.runtime.faults import StopRequest
-from dynalloc.runtime.peerwatch import alive
+from dynalloc.runtime.common.faults import StopRequest
+from dynalloc.runtime.common.peerwatch import alive
 from helpers import wait_for
 
 
@@ -17,7 +17,7 @@ def test_a_signal_only_records_the_request_and_a_second_one_has_its_default_effe
     script = textwrap.dedent(
         """
         import os, signal, sys, time
-        from dynalloc.runtime.faults import SAME_REQUEST_S, StopRequest
+        from dynalloc.runtime.common.faults import SAME_REQUEST_S, StopRequest
         with StopRequest() as stop:
             os.kill(os.getpid(), signal.SIGTERM)
             os.kill(os.getpid(), signal.SIGTERM)
@@ -40,7 +40,7 @@ def test_another_thread_learns_of_a_signal_while_the_main_thread_waits_in_mpi():
         import os, signal, threading, time
         import numpy as np
         from mpi4py import MPI
-        from dynalloc.runtime.faults import StopRequest
+        from dynalloc.runtime.common.faults import StopRequest
         seen = []
         with StopRequest() as stop:
             def other():
@@ -70,8 +70,8 @@ def test_peer_watch_names_the_lost_rank_and_ends_its_own():
     script = textwrap.dedent(
         """
         import os, signal, subprocess, time
-        from dynalloc.runtime.faults import identity
-        from dynalloc.runtime.peerwatch import PeerWatch
+        from dynalloc.runtime.common.faults import identity
+        from dynalloc.runtime.common.peerwatch import PeerWatch
         peer = subprocess.Popen(["sleep", "60"])
         host, me = identity()
         with PeerWatch(1, [(host, peer.pid), (host, me), ("elsewhere", 1)]):
@@ -91,8 +91,8 @@ def test_the_line_survives_a_launcher_that_kills_the_rank_at_once():
     script = textwrap.dedent(
         """
         import os, signal, subprocess, sys, time
-        from dynalloc.runtime.faults import identity
-        from dynalloc.runtime.peerwatch import PeerWatch
+        from dynalloc.runtime.common.faults import identity
+        from dynalloc.runtime.common.peerwatch import PeerWatch
         peer = subprocess.Popen(["sleep", "60"])
         host, me = identity()
         with PeerWatch(1, [(host, peer.pid), (host, me)]) as watch:
@@ -120,8 +120,8 @@ def test_disarmed_peer_watch_lets_peers_exit():
     script = textwrap.dedent(
         """
         import subprocess, time
-        from dynalloc.runtime.faults import identity
-        from dynalloc.runtime.peerwatch import PeerWatch
+        from dynalloc.runtime.common.faults import identity
+        from dynalloc.runtime.common.peerwatch import PeerWatch
         peer = subprocess.Popen(["sleep", "0.5"])
         host, me = identity()
         with PeerWatch(1, [(host, peer.pid), (host, me)]) as watch:
@@ -138,8 +138,8 @@ def test_a_watch_ends_quietly_with_its_rank_and_disarm_host_stops_the_peers_watc
     script = textwrap.dedent(
         """
         import os, subprocess, sys
-        from dynalloc.runtime.faults import identity
-        from dynalloc.runtime.peerwatch import PeerWatch
+        from dynalloc.runtime.common.faults import identity
+        from dynalloc.runtime.common.peerwatch import PeerWatch
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         peer = subprocess.Popen(["sleep", "60"], **quiet)
         peer_watch = subprocess.Popen(["sleep", "60"], **quiet)  # stands for the peer's watch

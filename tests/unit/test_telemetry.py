@@ -1,4 +1,4 @@
-"""`dynalloc.runtime.telemetry`, `dynalloc.rundir` and `dynalloc.fsutil`: logs that only appear
+"""`runtime.common.telemetry`, `dynalloc.rundir` and `dynalloc.fsutil`: logs that only appear
 under their final name once complete, atomic writes, wait fractions and the progress line."""
 
 import csv
@@ -10,7 +10,7 @@ import stat
 import pytest
 from dynalloc.fsutil import atomic_write
 from dynalloc.rundir import EPOCH_FIELDS, wait_fractions, write_json
-from dynalloc.runtime.telemetry import GrowingCSV, Progress
+from dynalloc.runtime.common.telemetry import GrowingCSV, Progress
 
 FIELDS = ("iteration", "epoch", "rank", "batch_size", "compute_s", "sync_s", "wait_s")
 

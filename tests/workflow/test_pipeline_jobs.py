@@ -10,8 +10,8 @@ import subprocess
 import time
 
 import pytest
-from dynalloc.runtime import checkpoint
-from dynalloc.runtime.peerwatch import alive
+from dynalloc.runtime.common import checkpoint
+from dynalloc.runtime.common.peerwatch import alive
 from helpers import SNAKEMAKE, rank_pids, snakemake, start_snakemake, wait_for
 
 pytestmark = [

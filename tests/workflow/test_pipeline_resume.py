@@ -5,7 +5,7 @@ import os
 import signal
 
 import pytest
-from dynalloc.runtime import checkpoint
+from dynalloc.runtime.common import checkpoint
 from helpers import SNAKEMAKE, snakemake, start_snakemake, wait_for
 
 pytestmark = [

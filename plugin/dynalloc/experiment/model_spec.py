@@ -1,13 +1,13 @@
 """A run's network as its config names it: a built-in's name, a network of MXNet's model zoo, or
 a user's factory function. Checked here in form only (no MXNet in this environment); the names
-themselves are checked when the network is built (`dynalloc.runtime.models`)."""
+themselves are checked when the network is built (`dynalloc.runtime.mxnet.models`)."""
 
 import re
 from pathlib import Path
 
 from dynalloc.errors import DynallocError
 
-BUILTIN_MODELS = ("mlp", "lenet", "resnet")  # dynalloc.runtime.networks
+BUILTIN_MODELS = ("mlp", "lenet", "resnet")  # dynalloc.runtime.mxnet.networks
 MODEL_KINDS = ("zoo", "factory")  # {zoo: NAME, args: {...}}, {factory: "module:function", ...}
 _FACTORY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
@@ -15,7 +15,7 @@ _FACTORY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 def check_model(spec, key="model"):
     """The form of a model spec: a built-in's name, `{zoo: NAME, args: {...}}` or `{factory:
     "package.module:function", args: {...}}`. The names themselves are checked when the
-    network is built (`dynalloc.runtime.models`)."""
+    network is built (`dynalloc.runtime.mxnet.models`)."""
     if isinstance(spec, str) and spec:
         return
     if not isinstance(spec, dict):

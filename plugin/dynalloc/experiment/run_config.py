@@ -38,10 +38,10 @@ DEFAULTS = {
     "pin_cores": True,  # pin rank r to core r mod cores (then contention has a core to hit)
     "threads_per_rank": 1,  # OpenMP and MXNet engine threads of each rank
     "checkpoint": {"every": None, "keep": 2},  # every N iterations (and every epoch end); keep K
-    "stall_timeout": 60,  # seconds without progress that end the job (`runtime.stall`); null: off
+    "stall_timeout": 60,  # seconds without progress that end the job (common.stall); null: off
     "labels": {},  # free-form names (dataset, scenario, run) that analysis reports carry along
     "python_path": [],  # directories searched first for a `model: {factory: ...}` module
-    "script": None,  # the user's own training script (`dynalloc.runtime.recorder`), for `model`
+    "script": None,  # the user's own training script (its Recorder), instead of `model`
     "script_args": [],  # its command-line arguments
     "stream": STREAM_DEFAULTS,  # how the ranks read a streamed dataset (`stream_config`)
 }

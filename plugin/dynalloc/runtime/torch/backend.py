@@ -1,7 +1,7 @@
 """What a recorded run does the PyTorch way: torch.distributed for every collective (gradients
 and the Recorder's own), PyTorch's DynamicBatch and tensors, the optimizer's and scheduler's
 state in checkpoints, and `torch.save` of the state dict as the run's final `model.params`.
-The counterpart of `runtime.mxnet_backend`."""
+The counterpart of `runtime.mxnet.backend`."""
 
 import io
 
@@ -17,7 +17,7 @@ from dynalloc.runtime.torch.models import build_model
 from dynalloc.runtime.torch.optim import build_optimizer
 
 
-class TorchBackend:
+class Backend:
     name = "torch"
     train = staticmethod(loop.train)
 

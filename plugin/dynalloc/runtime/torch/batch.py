@@ -31,8 +31,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 
 from dynalloc.errors import DynallocError, SharedError
-from dynalloc.runtime import allocation
-from dynalloc.runtime.allocation import Allocation
+from dynalloc.runtime.common import allocation
+from dynalloc.runtime.common.allocation import Allocation
 from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook
 
 

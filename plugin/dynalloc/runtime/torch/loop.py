@@ -1,5 +1,5 @@
 """The training loop of a `framework: torch` run of `dynalloc train`: the loop of
-`runtime.loop` in PyTorch's words. Everything else is the Recorder's."""
+`runtime.mxnet.loop` in PyTorch's words. Everything else is the Recorder's."""
 
 from torch import nn
 

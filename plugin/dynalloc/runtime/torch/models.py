@@ -1,8 +1,8 @@
 """The network of a `framework: torch` run: the built-ins with the layers of their Gluon twins
-(`runtime.networks`), or a user's factory returning a `torch.nn.Module`, built identically on
+(`runtime.mxnet.networks`), or a user's factory returning a `torch.nn.Module`, built identically on
 every rank (seeded; the built-ins initialised as the Gluon path initialises: Kaiming-normal
 weights over the fan-in, which is MXNet's Xavier(gaussian, in, 2), zero biases), and checked on
-one zero sample as `runtime.models` checks a Gluon network. MXNet's model zoo is MXNet's: a
+one zero sample as `runtime.mxnet.models` checks a Gluon network. MXNet's model zoo is MXNet's: a
 torch run names its own networks through `factory:`."""
 
 import functools
@@ -12,7 +12,7 @@ from torch import nn
 
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.model_spec import check_model, model_name
-from dynalloc.runtime.factory import factory, one_line
+from dynalloc.runtime.common.factory import factory, one_line
 
 MIN_SIZE = {"mlp": 1, "lenet": 4, "resnet": 1}  # as the Gluon twins: LeNet's poolings need 4
 

@@ -1,7 +1,7 @@
 """The processes of `dynalloc baseline`: MXNet's scheduler, server and workers, each started by
-`dynalloc.runtime.baseline` as `python -m dynalloc.runtime.baseline_worker ROLE ...` with the
+`runtime.mxnet.baseline` as `python -m dynalloc.runtime.mxnet.baseline_worker ROLE ...` with the
 DMLC_* variables. A worker trains its equal share with the dist_sync kvstore; worker 0 keeps
-`dynalloc train`'s books (`dynalloc.runtime.books`), so the run directory means the same.
+`dynalloc train`'s books (`dynalloc.runtime.common.books`), so the run directory means the same.
 """
 
 import argparse
@@ -18,16 +18,16 @@ import traceback
 from pathlib import Path
 
 import numpy as np
-
 from dynalloc import rundir
 from dynalloc.core.shares import equal_shares
 from dynalloc.errors import DynallocError
 from dynalloc.rundir import Row
-from dynalloc.runtime.books import Books
-from dynalloc.runtime.contention import burners_for, pin_rank
-from dynalloc.runtime.faults import EXIT_FAILED, describe
-from dynalloc.runtime.prepare import build, eval_sums, ndarrays, prepare
-from dynalloc.runtime.timing import ComputeTimer
+from dynalloc.runtime.common.books import Books
+from dynalloc.runtime.common.contention import burners_for, pin_rank
+from dynalloc.runtime.common.faults import EXIT_FAILED, describe
+from dynalloc.runtime.common.prepare import prepare
+from dynalloc.runtime.common.timing import ComputeTimer
+from dynalloc.runtime.mxnet.build import build, eval_sums, ndarrays
 
 POLICY = "dist_sync"  # the policy column of iterations.csv and metrics.json
 STATIC = {"name": "static"}
@@ -62,9 +62,8 @@ class Worker:
         self.global_batch = config["global_batch"]
         core = pin_rank(config, index)  # before MXNet starts its threads
         import mxnet as mx
+        from dynalloc.runtime.common.feed import make_feed
         from mxnet import gluon
-
-        from dynalloc.runtime.feed import make_feed
 
         self.feed = make_feed(setup, index, ndarrays)
         self.kv = mx.kv.create("dist_sync")  # returns once every process has joined
@@ -83,7 +82,7 @@ class Worker:
         if index == 0:
             stream = os.fdopen(progress_fd, "w", buffering=1) if progress_fd is not None else None
             self.books = Books(out, setup, stream=stream)
-            logging.getLogger("dynalloc.runtime.baseline").info(
+            logging.getLogger("dynalloc.runtime.mxnet.baseline").info(
                 "MXNet dist_sync on %s: 1 server, %d workers, equal shares %s, optimizer on the "
                 "server",
                 HOST,
@@ -195,9 +194,9 @@ def die_with_parent():
 
 
 def main(argv=None):
-    """The child processes: `python -m dynalloc.runtime.baseline_worker ROLE ...` with the
+    """The child processes: `python -m dynalloc.runtime.mxnet.baseline_worker ROLE ...` with the
     DMLC_* variables."""
-    parser = argparse.ArgumentParser(prog="python -m dynalloc.runtime.baseline_worker")
+    parser = argparse.ArgumentParser(prog="python -m dynalloc.runtime.mxnet.baseline_worker")
     parser.add_argument("role", choices=("scheduler", "server", "worker"))
     parser.add_argument("--out", type=Path)
     parser.add_argument("--index", type=int, default=0)

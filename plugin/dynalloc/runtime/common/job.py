@@ -1,6 +1,6 @@
 """One attempt of the pipeline's training job, supervised.
 
-The train rule runs `python -m dynalloc.runtime.job --attempt N --log LOG --status FILE --
+The train rule runs `python -m dynalloc.runtime.common.job --attempt N --log LOG --status FILE --
 LAUNCHER ... > LOG 2>&1`; this process starts the launcher (mpiexec, srun, `dynalloc baseline`)
 as its child, which writes to the same log, and:
 - stops the training when the `snakemake` that started it dies (SIGKILL, a lost login shell): the
@@ -10,7 +10,7 @@ as its child, which writes to the same log, and:
   when rules/common.smk is read). Under SLURM the job runs its own `snakemake` inside the
   allocation, which is the one watched: the job belongs to the scheduler and outlives a login
   node's snakemake, and the run directory's lock refuses a second training while it runs;
-- ends the job when a rank reports a stall (SIGUSR1, `runtime.stall`): srun cannot end a step
+- ends the job when a rank reports a stall (SIGUSR1, `runtime.common.stall`): srun cannot end a step
   while one of its nodes is unreachable;
 - lets Snakemake retry only what a rerun cures. Snakemake's `retries` retries every failure
   alike (its retries know no exit codes), so the exit code of each attempt is kept in FILE, and
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from dynalloc.errors import DynallocError
 from dynalloc.fsutil import atomic_write
-from dynalloc.runtime.faults import EXIT_STALLED, EXIT_STOPPED
+from dynalloc.runtime.common.faults import EXIT_STALLED, EXIT_STOPPED
 
 SNAKEMAKE_VARIABLE = "DYNALLOC_SNAKEMAKE"  # PID@HOST of the snakemake to outlive no longer
 JOB_VARIABLE = "DYNALLOC_JOB"  # PID@HOST of this process, for the ranks to report a stall
@@ -48,7 +48,7 @@ PR_SET_PDEATHSIG = 1
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m dynalloc.runtime.job")
+    parser = argparse.ArgumentParser(prog="python -m dynalloc.runtime.common.job")
     parser.add_argument("--attempt", type=int, default=1, help="Snakemake's attempt number")
     parser.add_argument("--log", required=True, help="the job's log, where its output goes")
     parser.add_argument("--status", required=True, help="file keeping each attempt's exit code")

@@ -4,15 +4,15 @@ Blocking collectives have no timeout, so a rank that dies or gives up would leav
 waiting forever. Three mechanisms prevent it:
 - a rank that raises aborts the whole job (`MPI_Abort`) after printing its own message;
 - on each host a watch process beside every rank notices a local peer that vanished (SIGKILL,
-  OOM killer) and ends its rank with a line naming the lost one (`dynalloc.runtime.peerwatch`; the
-  launcher, mpiexec or srun, ends the ranks on other hosts);
+  OOM killer) and ends its rank with a line naming the lost one (`runtime.common.peerwatch`;
+  the launcher, mpiexec or srun, ends the ranks on other hosts);
 - SIGTERM (a scheduler's time limit) or SIGINT only sets a flag: the ranks agree on it in the
   next iteration's timing exchange, finish that iteration, checkpoint and exit with
   EXIT_STOPPED. A second signal has its default effect, unless it comes within SAME_REQUEST_S of
   the first: at a time limit SLURM signals every rank and srun forwards the signal again, so a
   rank gets two at once;
 - a stall (a node cut off, a rank that stopped without dying) ends every rank with EXIT_STALLED
-  (`dynalloc.runtime.stall`).
+  (`dynalloc.runtime.common.stall`).
 """
 
 import os
@@ -27,8 +27,8 @@ from dynalloc.launcher import launcher_rank
 
 # sysexits' EX_TEMPFAIL: stopped on request after a checkpoint; running again resumes.
 EXIT_STOPPED = 75
-# sysexits' EX_UNAVAILABLE: peers stopped answering (`runtime.stall`); running again resumes from
-# the last checkpoint.
+# sysexits' EX_UNAVAILABLE: peers stopped answering (`runtime.common.stall`); running again
+# resumes from the last checkpoint.
 EXIT_STALLED = 69
 EXIT_FAILED = 2
 SAME_REQUEST_S = 1.0  # signals this close together are one request (a launcher forwarding it)

@@ -1,7 +1,7 @@
 """What every framework's DynamicBatch shares: the policy and the sampler, the steps of an epoch,
 and, after each exchange, the one small gather of the ranks' times that ends an iteration.
 
-`runtime.gluon.DynamicBatch` (MXNet, MPI) and `runtime.torch.DynamicBatch` (PyTorch,
+`runtime.mxnet.gluon.DynamicBatch` (MXNet, MPI) and `runtime.torch.DynamicBatch` (PyTorch,
 torch.distributed) add the gradients, the device's clock and the collectives; numpy alone here,
 so that either environment imports it.
 """
@@ -10,14 +10,13 @@ import contextlib
 import time
 
 import numpy as np
-
 from dynalloc.core.partition import GlobalBatchSampler
 from dynalloc.core.policies import make_policy
 from dynalloc.core.policy import Policy
 from dynalloc.core.shares import batchnorm_floor
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.rundir import Row
-from dynalloc.runtime.timing import ComputeTimer
+from dynalloc.runtime.common.timing import ComputeTimer
 
 
 class Allocation:

@@ -1,4 +1,4 @@
-"""The network a run trains, built identically on every rank: a built-in (`runtime.networks`),
+"""The network a run trains, built identically on every rank: a built-in (`runtime.mxnet.networks`),
 a network of MXNet's model zoo (`{zoo: NAME, args: {...}}`), or what a user's function returns
 (`{factory: "package.module:function", args: {...}}`).
 
@@ -18,13 +18,12 @@ import io
 import warnings
 
 import mxnet as mx
-from mxnet.gluon import Block
-from mxnet.gluon.model_zoo import vision
-
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.model_spec import BUILTIN_MODELS, check_model, model_name
-from dynalloc.runtime.factory import factory, one_line
-from dynalloc.runtime.networks import BUILDERS, MIN_SIZE
+from dynalloc.runtime.common.factory import factory, one_line
+from dynalloc.runtime.mxnet.networks import BUILDERS, MIN_SIZE
+from mxnet.gluon import Block
+from mxnet.gluon.model_zoo import vision
 
 MODELS = BUILTIN_MODELS
 

@@ -34,10 +34,11 @@ from pathlib import Path
 from dynalloc import rundir
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.run_config import load_config
-from dynalloc.runtime import checkpoint
-from dynalloc.runtime.baseline_worker import HOST, PARENT, STATIC, WORK
-from dynalloc.runtime.prepare import build, prepare
-from dynalloc.runtime.runlock import RunLock
+from dynalloc.runtime.common import checkpoint
+from dynalloc.runtime.common.prepare import prepare
+from dynalloc.runtime.common.runlock import RunLock
+from dynalloc.runtime.mxnet.baseline_worker import HOST, PARENT, STATIC, WORK
+from dynalloc.runtime.mxnet.build import build
 
 START_TIMEOUT_S = 180  # every worker joined the kvstore (four MXNet imports on a busy machine)
 EXIT_TIMEOUT_S = 60  # the processes still running once every worker finished its work
@@ -143,7 +144,7 @@ class Launch:
         self.end()
 
     def start(self, name, role, *arguments):
-        command = [sys.executable, "-m", "dynalloc.runtime.baseline_worker", role, *arguments]
+        command = [sys.executable, "-m", "dynalloc.runtime.mxnet.baseline_worker", role, *arguments]
         fds = (int(arguments[-1]),) if "--progress-fd" in arguments else ()
         with open(self.log(name), "wb") as log:
             self.children[name] = subprocess.Popen(

@@ -9,12 +9,11 @@ import os
 import warnings
 
 import numpy as np
-
 from dynalloc import rundir
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.model_spec import model_label
 from dynalloc.rundir import EpochRow, Row
-from dynalloc.runtime.telemetry import GrowingCSV, Progress
+from dynalloc.runtime.common.telemetry import GrowingCSV, Progress
 
 log = logging.getLogger(__name__)
 

@@ -1,16 +1,15 @@
 """Saving and restoring a run's state at a checkpoint, so that a resumed run draws what the
 uninterrupted one drew: the model, the optimizer, the data cursor, the policy, each rank's
-non-trainable state and the random generators. The file format is `runtime.checkpoint`'s; what
+non-trainable state and the random generators. The file format is `common.checkpoint`'s; what
 the framework holds (parameters, optimizer, its generator) its backend reads and writes
-(`runtime.mxnet_backend`, `runtime.torch.backend`)."""
+(`runtime.mxnet.backend`, `runtime.torch.backend`)."""
 
 import random
 
 import numpy as np
-
 from dynalloc import rundir
 from dynalloc.errors import DynallocError
-from dynalloc.runtime import checkpoint
+from dynalloc.runtime.common import checkpoint
 
 
 def open_run_dir(out, config):

@@ -4,9 +4,8 @@ that every bad input is found while nothing has been written yet.
 
 Each piece is built once per rank and passed down: the resolved config, the staged data (arrays
 or a streamed index), the sampler that cuts every global batch, the emulated scenario, and the
-network with its trainer.
-MXNet is imported inside the functions that use it, so that importing this module (the baseline
-command does, for its `--help` too) loads neither MXNet nor its threads.
+network with its trainer (the framework's own: `runtime.mxnet.build`, `runtime.torch.backend`).
+Nothing here imports a framework.
 """
 
 from dataclasses import dataclass
@@ -68,46 +67,3 @@ def prepare(config_path, rank, ranks, policy=None):
         total=total,
         epochs=planned_epochs(config, sampler.batches_per_epoch),
     )
-
-
-def build(setup, **trainer_options):
-    """Model, optimizer and trainer: validated here, before the run directory exists.
-    `trainer_options` go to gluon.Trainer (the baseline's kvstore); by default none."""
-    from mxnet import gluon
-
-    from dynalloc.runtime.models import build_model
-    from dynalloc.runtime.optim import build_optimizer
-
-    config, data = setup.config, setup.data
-    optimizer = build_optimizer(config["optimizer"], setup.total)
-    net = build_model(
-        config["model"],
-        data.classes,
-        setup.input_shape,
-        config["seed"],
-        config["python_path"],
-    )
-    options = {"kvstore": None, **trainer_options}
-    trainer = gluon.Trainer(net.collect_params(), optimizer, **options)
-    return net, trainer
-
-
-def ndarrays(x, y):
-    """A batch's numpy arrays as MXNet's NDArrays (the feed's `tensors` for MXNet)."""
-    import mxnet as mx
-
-    return mx.nd.array(x), mx.nd.array(y)
-
-
-def eval_sums(net, loss_fn, feed, rank, ranks, progress=None):
-    """[summed loss, correct predictions] over rank's even slice of the test set; the sums of
-    all ranks give the test loss and accuracy. `progress` is called after every batch (the
-    stall watch's beat: a long evaluation is not a stall)."""
-    loss_sum = correct = 0.0
-    for x, y in feed.test_batches(rank, ranks):
-        out = net(x)
-        loss_sum += float(loss_fn(out, y).sum().asscalar())
-        correct += float((out.argmax(axis=1) == y).sum().asscalar())
-        if progress is not None:
-            progress()
-    return [loss_sum, correct]

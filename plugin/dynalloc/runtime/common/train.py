@@ -1,25 +1,20 @@
 """`dynalloc train`: one MPI rank of a training run (`mpiexec -n R dynalloc train ...`).
 
 Rank 0 writes the run directory: config.yaml (the resolved config), iterations.csv, epochs.csv,
-metrics.json, train.log and model.params (`runtime.recorder`). Everything that can be wrong with
-the input is found before the directory is touched, and all ranks agree on it, so no rank waits
-in a collective for a rank that already gave up.
+metrics.json, train.log and model.params (`runtime.common.recorder`). Everything that can be
+wrong with the input is found before the directory is touched, and all ranks agree on it, so no
+rank waits in a collective for a rank that already gave up.
 
-A run config with `script:` trains with the user's own script instead: each rank becomes
-`python SCRIPT SCRIPT_ARGS...` (same launcher, same ranks), with the run config's path in
-DYNALLOC_CONFIG and the run directory in DYNALLOC_RUN_DIR, which `Recorder.from_environment()`
-reads.
+A run config with `script:` trains with the user's own script instead (`runtime.common.script_run`).
 """
 
 import os
-import sys
 
 from dynalloc.experiment.run_config import load_config, resolve
 from dynalloc.launcher import launcher_rank, launcher_size
-from dynalloc.runtime.contention import pin_rank
-from dynalloc.runtime.runlock import RunLock
-
-CONFIG_VARIABLE, RUN_DIR_VARIABLE = "DYNALLOC_CONFIG", "DYNALLOC_RUN_DIR"  # runtime.recorder's
+from dynalloc.runtime.common.contention import pin_rank
+from dynalloc.runtime.common.runlock import RunLock
+from dynalloc.runtime.common.script_run import exec_script
 
 
 def add_arguments(parser):
@@ -36,13 +31,10 @@ def run(args):
         os.environ[variable] = str(config["threads_per_rank"])
     pin_rank(config, launcher_rank())
     if config["script"]:  # its Recorder refuses a second training, agreed through its backend
-        os.environ[CONFIG_VARIABLE] = os.path.abspath(args.config)
-        os.environ[RUN_DIR_VARIABLE] = os.path.abspath(args.out)
-        script = [config["script"], *config["script_args"]]
-        os.execv(sys.executable, [sys.executable, *script])
+        exec_script(config, args.config, args.out)
     refuse_a_second_training(args.out, config["framework"])
-    from dynalloc.runtime.faults import agree
-    from dynalloc.runtime.recorder import Recorder
+    from dynalloc.runtime.common.faults import agree
+    from dynalloc.runtime.common.recorder import Recorder
 
     run = Recorder(args.config, args.out)  # the framework's backend: MXNet's or PyTorch's
     built = agree(run.comm, lambda: run.backend.build(run.setup))
@@ -62,8 +54,7 @@ def refuse_a_second_training(out, framework):
     if framework != "mxnet":
         lock.check()
         return
+    from dynalloc.runtime.common.faults import agree
     from mpi4py import MPI  # MPI alone, not MXNet: the refusal stays quick
-
-    from dynalloc.runtime.faults import agree
 
     agree(MPI.COMM_WORLD, lock.check)

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 
-from dynalloc.runtime.faults import EXIT_STALLED
+from dynalloc.runtime.common.faults import EXIT_STALLED
 
 FACTOR = 10  # the bound over the longest interval between two signs of progress
 STOP_FACTOR, STOP_FLOOR_S = 3, 5.0  # the bound once a stop was requested

@@ -1,5 +1,5 @@
 """The built-in networks of `dynalloc train` (`model: mlp`, `lenet` or `resnet`): small Gluon
-models for the benchmarks, each `BUILDERS[name](classes)`, uninitialised; `runtime.models`
+models for the benchmarks, each `BUILDERS[name](classes)`, uninitialised; `runtime.mxnet.models`
 builds, initialises and checks them like any other network."""
 
 from mxnet.gluon import HybridBlock, nn

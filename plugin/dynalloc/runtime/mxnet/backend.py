@@ -1,26 +1,30 @@
 """What a recorded run does the MXNet way: MPI for the ranks' collectives, Gluon's DynamicBatch,
 NDArrays, the trainer's state in checkpoints and Gluon's parameter file at the end. The Recorder
-(`runtime.recorder`) holds one such backend, or PyTorch's (`runtime.torch.backend`), and is
+(`runtime.common.recorder`) holds one such backend, or PyTorch's (`runtime.torch.backend`), and is
 otherwise the same for both."""
 
+import ctypes
 import tempfile
 from pathlib import Path
 
 import mxnet as mx
+from dynalloc.errors import DynallocError
+from dynalloc.runtime.mxnet import loop
+from dynalloc.runtime.mxnet.build import build, eval_sums, ndarrays
+from dynalloc.runtime.mxnet.gluon import DynamicBatch
 from mpi4py import MPI
 from mxnet import gluon
-
-from dynalloc.errors import DynallocError
-from dynalloc.runtime import loop
-from dynalloc.runtime.gluon import DynamicBatch
-from dynalloc.runtime.prepare import build, eval_sums, ndarrays
+from mxnet.base import _LIB, check_call
 
 
-class MXNetBackend:
+class Backend:
     name = "mxnet"
     train = staticmethod(loop.train)  # `dynalloc train`'s loop over the built-in networks
 
-    def __init__(self):
+    def __init__(self, threads):
+        # `dynalloc train` set the threads before MXNet loaded; a script's own imports may
+        # have loaded it first, with every core's worth of OpenMP threads.
+        check_call(_LIB.MXSetNumOMPThreads(ctypes.c_int(threads)))
         self.comm = MPI.COMM_WORLD
 
     def build(self, setup):

@@ -11,7 +11,7 @@ the rank if it still runs (srun leaves survivors alive). It sleeps on pidfds (Li
 costs nothing while the peers live; without pidfds it polls. Peers on other hosts are the
 launcher's to watch.
 
-Run as `python -m dynalloc.runtime.peerwatch RANK_PID PEER_RANK=PEER_PID ...`; ranks start it
+Run as `python -m dynalloc.runtime.common.peerwatch RANK_PID PEER_RANK=PEER_PID ...`; ranks start it
 through `PeerWatch`.
 """
 
@@ -39,7 +39,7 @@ class PeerWatch:
         if self.peers:
             pairs = [f"{rank}={pid}" for rank, pid in self.peers.items()]
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "dynalloc.runtime.peerwatch", str(os.getpid()), *pairs],
+                [sys.executable, "-m", __name__, str(os.getpid()), *pairs],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 start_new_session=True,  # out of reach of the launcher's kill of this rank's group

@@ -1,10 +1,17 @@
 """The backend of a run config's framework: what a recorded run does the MXNet way
-(`runtime.mxnet_backend`) or the PyTorch way (`runtime.torch.backend`). Each imports its
-framework, so a run loads only its own."""
+(`runtime.mxnet.backend`) or the PyTorch way (`runtime.torch.backend`).
+
+The framework-neutral machinery names each adapter's backend module and imports it by that name
+when a run asks for it, as a plugin registry does: `common` never imports an adapter's code, so
+the adapters sit on top of it (no import circle) and a run loads only its own framework."""
+
+import importlib
 
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.run_config import check_framework, load_config
-from dynalloc.runtime.faults import fail
+from dynalloc.runtime.common.faults import fail
+
+ADAPTERS = {"mxnet": "dynalloc.runtime.mxnet.backend", "torch": "dynalloc.runtime.torch.backend"}
 
 
 def backend_of(config_path):
@@ -17,10 +24,4 @@ def backend_of(config_path):
         check_framework(framework)
     except DynallocError as error:
         fail(error)
-    if framework == "torch":
-        from dynalloc.runtime.torch.backend import TorchBackend
-
-        return TorchBackend(raw.get("threads_per_rank", 1))
-    from dynalloc.runtime.mxnet_backend import MXNetBackend
-
-    return MXNetBackend()
+    return importlib.import_module(ADAPTERS[framework]).Backend(raw.get("threads_per_rank", 1))

@@ -1,0 +1,10 @@
+"""dynalloc for MXNet Gluon, in one import: `from dynalloc.mxnet import DynamicBatch, Recorder`.
+
+`DynamicBatch` goes in your own Gluon loop over MPI ranks (docs/own-training.md); `Recorder`
+keeps a run directory as `dynalloc train` keeps it, for a script that `dynalloc train` starts.
+The code lives in `dynalloc.runtime.mxnet` (MXNet's adapter) and `dynalloc.runtime.common`."""
+
+from dynalloc.runtime.common.recorder import Recorder
+from dynalloc.runtime.mxnet.gluon import DynamicBatch
+
+__all__ = ["DynamicBatch", "Recorder"]

@@ -1,0 +1,159 @@
+"""MXNet Gluon integration: a few lines in the user's own training loop.
+
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    dyn = DynamicBatch(net.collect_params(), trainer, dataset_size=len(train_x),
+                       global_batch=512, policy="adaptive", seed=0)
+    for epoch in range(epochs):
+        for step in dyn.epoch(epoch):
+            x, y = mx.nd.array(train_x[step.indices]), mx.nd.array(train_y[step.indices])
+            with step.compute():                 # timed: forward + backward of this share
+                with autograd.record():
+                    loss = loss_fn(net(x), y)    # per-sample losses, as Gluon returns them
+                loss.backward()
+            step.finish(loss)                    # weighted allreduce, trainer.step, new shares
+
+The user's optimizer and trainer are used as they are: the exchange leaves in every gradient the
+sum over the ranks of the gradients of their summed losses, and `trainer.step(B)` applies it as
+the gradient of the mean loss over the whole global batch, with the optimizer's own
+`rescale_grad`. Nothing in MXNet is patched.
+"""
+
+import ctypes
+
+import mxnet as mx
+import numpy as np
+from dynalloc.errors import DynallocError, SharedError
+from dynalloc.runtime.common import allocation
+from dynalloc.runtime.common.allocation import Allocation
+from dynalloc.runtime.mxnet.exchange import GradientExchange
+from mxnet.base import _LIB, check_call
+
+
+def numpy_view(array):
+    """A writable numpy array over a dense float32 CPU NDArray's memory (MXNet's C API
+    `MXNDArrayGetData`): the exchange then reads and writes gradients without copies."""
+    if array.dtype != np.float32 or array.stype != "default" or array.context.device_type != "cpu":
+        raise DynallocError(
+            f"only dense float32 CPU parameters are supported, got {array.dtype} "
+            f"{array.stype} on {array.context}"
+        )
+    array.wait_to_read()
+    pointer = ctypes.c_void_p()
+    check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(pointer)))
+    memory = (ctypes.c_float * array.size).from_address(pointer.value)
+    return np.frombuffer(memory, dtype=np.float32).reshape(array.shape)
+
+
+def gradients_in_one_array(params):
+    """Rebind the gradients of `params` to consecutive views of one float32 array, and return
+    it: the exchange then sums every gradient in one in-place Allreduce of that array, with no
+    packing pass and one collective in all (PyTorch DDP's `gradient_as_bucket_view`). Gluon has
+    no public way to give a parameter its gradient array, so this does what its own
+    `Parameter._init_grad` does: sets `_grad` and marks it with `autograd.mark_variables`. Every
+    gradient then lives in one engine variable, so MXNet runs their writes one after the other,
+    as one CPU worker thread does anyway."""
+    gradients = mx.nd.zeros(sum(p.data().size for p in params), dtype=np.float32)
+    start = 0
+    for p in params:
+        view = gradients[start : start + p.data().size].reshape(p.shape)
+        view[:] = p.grad()
+        p._grad = [view]
+        mx.autograd.mark_variables([p.data()], [view], grad_reqs=p.grad_req)
+        start += p.data().size
+    return gradients
+
+
+class Step(allocation.Step):
+    """One iteration of one rank under Gluon: the finish takes Gluon's per-sample losses."""
+
+    def finish(self, loss):
+        """Exchange gradients, update parameters, agree on the next shares; returns the mean
+        loss of the global batch (the same number on every rank).
+
+        `loss` holds one value per sample of this rank's share, as a Gluon loss returns it:
+        the exchange weights each rank's gradient of the summed loss by 1 / B, so a gradient
+        of the mean (`.mean()` before `backward()`) would be weighted wrongly, and training
+        silently worse. Every rank checks its own loss, so all stop at the same point."""
+        shape = tuple(getattr(loss, "shape", ()))
+        if not shape or shape[0] != self.share:
+            raise SharedError(
+                f"step.finish() needs one loss per sample of this rank's share ({self.share}), "
+                f"got shape {shape or type(loss).__name__}: backward() and pass the per-sample "
+                "losses `loss_fn(net(x), y)` themselves, without .mean() or .sum()"
+            )
+        self.loss = self.owner._finish(self, float(loss.mean().asscalar()))
+        return self.loss
+
+
+class DynamicBatch(Allocation):
+    """Hands each rank its samples per iteration, times its compute, exchanges the weighted
+    gradients, steps the trainer and feeds the allocation policy (`Allocation`: the policy,
+    slowdown, sampler and rows). A network with BatchNorm (running statistics among its
+    parameters) keeps at least 8 samples per rank."""
+
+    Step = Step
+
+    def __init__(
+        self,
+        params,
+        trainer,
+        dataset_size,
+        global_batch,
+        *,
+        policy="adaptive",
+        seed=0,
+        min_share=1,
+        max_share=None,
+        drop_last=False,
+        slowdown=None,
+        comm=None,
+        sampler=None,
+    ):
+        trainable = [p for p in params.values() if p.grad_req != "null"]
+        fixed = [p for p in params.values() if p.grad_req == "null"]  # e.g. BatchNorm statistics
+        try:
+            for p in trainable:
+                numpy_view(p.grad())  # a gradient the exchange can reduce in place
+            gradients = gradients_in_one_array(trainable)
+            # The views alias MXNet's memory: keep the arrays themselves alive beside them.
+            self.arrays = [gradients] + [p.data() for p in params.values()]
+            grads = [numpy_view(gradients)]
+            data = [numpy_view(p.data()) for p in params.values()]
+            state = [numpy_view(p.data()) for p in fixed]
+        except RuntimeError as error:
+            raise DynallocError(
+                "initialise the network (and run one forward pass if it has "
+                f"deferred shapes) before DynamicBatch: {error}"
+            ) from None
+        self.exchange = GradientExchange(grads, comm)
+        comm, sleeps = self.exchange.comm, self.exchange.sleep_while_waiting
+        GradientExchange(data, comm, sleeps).broadcast()  # all ranks start from rank 0
+        self.state = GradientExchange(state, comm, sleeps)
+        super().__init__(
+            self.exchange.rank, self.exchange.size, dataset_size, global_batch,
+            policy=policy, seed=seed, min_share=min_share, max_share=max_share,
+            drop_last=drop_last, slowdown=slowdown, sampler=sampler,
+            batchnorm=any(name.endswith("running_mean") for name in params),
+        )  # fmt: skip
+        self.trainer = trainer
+
+    def average_state(self):
+        """Average the parameters that no gradient updates (BatchNorm running statistics, which
+        each rank gathers from its own samples) over the ranks, so that every rank evaluates
+        and saves the same model. Call it before evaluating or saving."""
+        mx.nd.waitall()
+        self.state.allreduce(1.0 / self.ranks)
+
+    def wait_for_device(self):
+        mx.nd.waitall()
+
+    def _finish(self, step, loss):
+        # Gluon's backward gives the gradient of the sum over a rank's samples: summed over the
+        # ranks that is B times the mean's, which trainer.step(B) scales by the optimizer's own
+        # rescale_grad / B, inside its update (no pass of its own over the gradients).
+        sync_s = self.exchange.allreduce()
+        self.trainer.step(int(np.sum(step.shares)))
+        mx.nd.waitall()
+        busy = step.compute_s + step.data_s
+        gathered = self.exchange.allgather([busy, loss, float(self.stop_requested)])
+        return self.settle(step, sync_s, gathered)
