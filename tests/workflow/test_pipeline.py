@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 import yaml
-from helpers import ROOT, SNAKEMAKE, TINY, read_rows, snakemake
+from helpers import ROOT, SNAKEMAKE, read_rows, snakemake
 
 RUNS = ["digits-mlp-adaptive-slowdown-1-3-r2-s0", "digits-mlp-static-slowdown-1-3-r2-s0"]
 PLOTS = ["shares", "timing", "convergence", "throughput"]
@@ -170,38 +170,3 @@ def test_runs_compared_with_each_other_are_trained_one_after_another(tmp_path):
         for scenario in ("slowdown-1-3", "flat")
         for policy in ("static", "adaptive")
     ]
-
-
-def bad(tmp_path, override):
-    results = tmp_path / "results"
-    result = snakemake("-n", results=results, override=override)
-    assert result.returncode != 0
-    assert not results.exists(), "a job started"
-    return result.stdout + result.stderr
-
-
-def test_unknown_dataset_source_is_refused(tmp_path):
-    text = bad(tmp_path, {"datasets": {"digits": {"source": "imagenet"}}})
-    assert "imagenet" in text and "source" in text
-
-
-def test_ranks_below_one_is_refused(tmp_path):
-    grid = yaml.safe_load(TINY.read_text())["grid"]
-    text = bad(tmp_path, {"grid": {**grid, "ranks": [0]}})
-    assert "ranks" in text and "minimum" in text
-
-
-def test_grid_that_expands_to_no_run_is_refused(tmp_path):
-    grid = yaml.safe_load(TINY.read_text())["grid"]
-    text = bad(tmp_path, {"grid": {**grid, "dataset": []}})
-    assert "dataset" in text
-
-
-def test_scenario_naming_a_missing_rank_is_refused(tmp_path):
-    text = bad(tmp_path, {"scenarios": {"slowdown-1-3": {"slowdown": {5: 3}}}})
-    assert "scenarios.slowdown-1-3.slowdown names rank 5" in text
-
-
-def test_missing_training_interpreter_is_refused(tmp_path):
-    text = bad(tmp_path, {"train_python": "/nonexistent/python"})
-    assert "train_python /nonexistent/python is not an executable interpreter" in text

@@ -34,6 +34,7 @@ def expand_runs(config, config_dirs=()):
     `python_path` of every run of a `models` factory, where its module is looked for (only
     there: another config file must not rerun the runs that import nothing)."""
     grids = config["grid"] if isinstance(config["grid"], list) else [config["grid"]]
+    check_dataset_files(config["datasets"])
     models = model_table(config)
     python_path = run_python_path(config, config_dirs)
     runs = {}
@@ -47,6 +48,18 @@ def expand_runs(config, config_dirs=()):
                 )
             runs[name] = run
     return compared_together(runs)
+
+
+def check_dataset_files(datasets):
+    """Every file a `datasets` entry names exists, so that a typo in a path stops the pipeline
+    when its DAG is built, not in a staging job after other jobs ran."""
+    for name, spec in datasets.items():
+        for key in ("path", "val_path"):
+            if key in spec and not Path(str(spec[key])).expanduser().exists():
+                raise DynallocError(
+                    f"datasets.{name}.{key}: {spec[key]} does not exist (relative paths start "
+                    f"where snakemake runs, {Path.cwd()})"
+                )
 
 
 def compared_together(runs):
