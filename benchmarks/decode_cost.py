@@ -27,6 +27,7 @@ def in_process(dataset, decodes, steps):
     os.sched_setaffinity(0, {min(saved)})
     try:
         data, stream = open_dataset(dataset), check_stream({})
+        stream["crop_scale"] = data.default_crop_scale()
         rows = data.index["train"][:decodes]
         payloads = [data.read("train", i)[1] for i in range(decodes)]
         sizes = rows["height"], rows["width"]

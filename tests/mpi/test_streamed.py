@@ -57,6 +57,9 @@ def test_any_rank_count_policy_and_decode_pool_trains_the_same_model(streamed_di
         stream={**STREAM, "decode_workers": 0},
     )
     train(one, tmp_path / "one", 1)
+    # Images of 16 to 24 pixels: the crop keeps at least 75% of one, and config.yaml says so.
+    recorded = yaml.safe_load((tmp_path / "one" / "config.yaml").read_text())
+    assert recorded["stream"]["crop_scale"] == [0.75, 1.0]
     for ranks, workers in ((2, 1), (3, 2)):
         config = write_config(
             tmp_path,

@@ -6,14 +6,14 @@ import math
 
 import pytest
 from dynalloc.errors import DynallocError
-from dynalloc.experiment.stream_config import STREAM_DEFAULTS, check_stream
+from dynalloc.experiment.stream_config import STREAM_DEFAULTS, check_stream, default_crop_scale
 
 
 def test_an_empty_section_is_the_defaults():
     before = copy.deepcopy(STREAM_DEFAULTS)
     stream = check_stream({})
     assert stream == STREAM_DEFAULTS
-    stream["crop_scale"][0] = 0.5
+    stream["crop_ratio"][0] = 0.5
     assert before == STREAM_DEFAULTS  # a copy, not the defaults themselves
 
 
@@ -58,7 +58,6 @@ BAD = {
         ["0.1", 1],
         [True, 1],
         [0.1, NAN],
-        None,
         "0.08,1",
     ],
     "crop_ratio": [[0, 1], [2, 1], [1, INF], [-1, 1], [1], 1.0, [1, "2"], None, [NAN, 1]],
@@ -100,3 +99,11 @@ def test_the_section_itself_is_left_alone():
     section = {"input_size": 8, "mean": 3}
     check_stream(section)
     assert section == {"input_size": 8, "mean": 3}
+
+
+def test_small_images_are_not_cropped_to_a_few_pixels_by_default():
+    """Left out, the crop scale follows the images: ImageNet's [0.08, 1] from 64 pixels on the
+    shorter side; a 24x24 digit keeps at least 75% of its area (8% would be 7x7 pixels)."""
+    assert check_stream({})["crop_scale"] is None  # resolved once the dataset is open
+    assert default_crop_scale(24) == [0.75, 1.0] and default_crop_scale(63) == [0.75, 1.0]
+    assert default_crop_scale(64) == [0.08, 1.0] and default_crop_scale(256) == [0.08, 1.0]

@@ -35,7 +35,14 @@ def data(source):
 
 
 def decoder(data, seed=5, **stream):
-    return Decoder(data, SIZE, check_stream(stream), seed)
+    return Decoder(data, SIZE, resolved(data, stream), seed)
+
+
+def resolved(data, stream):
+    """The stream section as a run's set-up resolves it (the crop scale by the images' size)."""
+    stream = check_stream(stream)
+    stream["crop_scale"] = stream["crop_scale"] or data.default_crop_scale()
+    return stream
 
 
 @pytest.fixture
@@ -165,7 +172,7 @@ def test_margin_is_the_largest_boundary_move_of_the_last_calls():
 def test_a_bad_record_stops_with_its_name(damaged, how, workers):
     dataset, rec, damage = damaged
     name = damage(4, how)
-    dec = Decoder(dataset, SIZE, check_stream({}), 5)
+    dec = Decoder(dataset, SIZE, resolved(dataset, {}), 5)
     chunk = dec.chunk("train", 0, [3, 4, 5])  # read ahead: the failure waits for its taker
     message = chunk.failed[4]
     assert message.startswith(name) and "stream.on_bad_record: skip" in message, message
@@ -185,7 +192,7 @@ def test_a_bad_record_stops_with_its_name(damaged, how, workers):
 def test_skip_replaces_a_bad_record_by_the_next_good_one(damaged, how):
     dataset, rec, damage = damaged
     name = damage(4, how)
-    dec = Decoder(dataset, SIZE, check_stream({"on_bad_record": "skip"}), 5)
+    dec = Decoder(dataset, SIZE, resolved(dataset, {"on_bad_record": "skip"}), 5)
     chunk = dec.chunk("train", 0, [3, 4, 5])
     nxt = dec.chunk("train", 0, [5])
     np.testing.assert_array_equal(chunk.images[1], nxt.images[0])  # sample 5, as 5 gets it
@@ -211,7 +218,7 @@ def test_skip_replaces_a_bad_record_by_the_next_good_one(damaged, how):
 def test_a_take_reports_only_the_bad_records_it_takes(damaged):
     dataset, rec, damage = damaged
     name = damage(4)
-    ahead = ReadAhead(Decoder(dataset, SIZE, check_stream({"on_bad_record": "skip"}), 5), 2)
+    ahead = ReadAhead(Decoder(dataset, SIZE, resolved(dataset, {"on_bad_record": "skip"}), 5), 2)
     try:
         ahead.request("train", 0, np.arange(8))
         _, _, replaced = ahead.take("train", 0, np.arange(5, 8))  # 4 decoded, not taken

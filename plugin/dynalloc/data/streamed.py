@@ -27,6 +27,7 @@ from dynalloc.data.stagedir import (
     write_manifest,
 )
 from dynalloc.errors import DynallocError
+from dynalloc.experiment.stream_config import default_crop_scale
 
 STORAGE = "stream"
 FORMAT_VERSION = 1
@@ -88,6 +89,11 @@ class StreamedDataset:
         """(height, width) when every image has it, else None."""
         size = self.manifest.get("image_size")
         return tuple(size) if size else None
+
+    def default_crop_scale(self):
+        """The training crop's scale when the run config leaves `stream.crop_scale` out: by the
+        shorter side of the smallest image (`experiment.stream_config.default_crop_scale`)."""
+        return default_crop_scale(min(self.manifest["image_sizes"]["smallest"]))
 
     @property
     def train_size(self):

@@ -9,7 +9,7 @@ from dynalloc.errors import DynallocError
 
 STREAM_DEFAULTS = {
     "input_size": None,  # [height, width] or one number; null: the images' own, if all one size
-    "crop_scale": [0.08, 1.0],  # training: random resized crop of this share of the area
+    "crop_scale": None,  # training: random resized crop of this share of the area; null: by size
     "crop_ratio": [0.75, 4 / 3],  # ... and of this aspect ratio (width / height)
     "flip": True,  # training: mirror half the images
     "eval_crop": 0.875,  # evaluation: resize the shorter side to input / eval_crop, cut the centre
@@ -19,6 +19,18 @@ STREAM_DEFAULTS = {
     "on_bad_record": "stop",  # or skip: replace it by the next good image, counted and logged
 }
 BAD_RECORD = ("stop", "skip")
+# The default crop scale: Gluon's and torchvision's [0.08, 1] is made for ImageNet's images
+# (a crop of 8% of 256x256 still has 72 pixels a side); of a 24x24 digit it would keep 7 pixels a
+# side. Images whose shorter side is under SMALL_IMAGE pixels keep at least 75% of their area,
+# about what the usual 4-pixel pad and crop of CIFAR's 32x32 keeps.
+SMALL_IMAGE = 64
+CROP_SCALE = {"large": [0.08, 1.0], "small": [0.75, 1.0]}
+
+
+def default_crop_scale(shorter_side):
+    """The crop scale a dataset gets when `stream.crop_scale` is not set: by the shorter side
+    of its smallest image."""
+    return list(CROP_SCALE["small" if shorter_side < SMALL_IMAGE else "large"])
 
 
 def check_stream(section):
@@ -42,6 +54,8 @@ def check_stream(section):
         stream["input_size"] = [int(v) for v in size]
     for key, low, high in (("crop_scale", 0, 1), ("crop_ratio", 0, math.inf)):
         pair = stream[key]
+        if pair is None and key == "crop_scale":  # by the images' size, once they are known
+            continue
         if not (
             isinstance(pair, list | tuple)
             and len(pair) == 2

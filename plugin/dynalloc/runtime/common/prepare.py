@@ -46,6 +46,8 @@ def prepare(config_path, rank, ranks, policy=None):
     # and counts. A streamed dataset's checks cost time in proportion to its index on every rank.
     data = open_dataset(config["dataset"], verify=rank == 0)
     shape = input_shape(data, config)
+    if isinstance(data, StreamedDataset) and config["stream"]["crop_scale"] is None:
+        config["stream"]["crop_scale"] = data.default_crop_scale()  # recorded in config.yaml
     try:
         sampler = GlobalBatchSampler(
             data.train_size,
