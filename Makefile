@@ -81,7 +81,7 @@ lint: setup
 run: setup
 	$(WORKFLOW)/snakemake
 	$(WORKFLOW)/snakemake --report results/report.html
-	@column -s, -t results/speedup.csv
+	@$(WORKFLOW)/dynalloc show results/speedup.csv
 
 data/mnist5k/manifest.json: $(TRAIN_VENV)/.installed
 	$(TRAIN)/dynalloc stage --source mnist5k --out data/mnist5k

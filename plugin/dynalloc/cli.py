@@ -27,6 +27,7 @@ COMMANDS = {
     ),
     "summarize": ("dynalloc.analysis.summary", "one run's summary row"),
     "compare": ("dynalloc.analysis.compare", "tables and plots across runs"),
+    "show": ("dynalloc.analysis.show", "a results table in the terminal, rounded"),
     "replay": ("dynalloc.analysis.replay", "every policy replayed on the speeds a run measured"),
     "simulate": (
         "dynalloc.analysis.planner",

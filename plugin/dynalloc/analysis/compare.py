@@ -3,7 +3,6 @@ throughput against the static run of its group. Each table is written as CSV and
 page (`table_page`) that the Snakemake report shows in the page, where a CSV is only a download.
 """
 
-import numbers
 from html import escape
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pandas as pd
 from dynalloc import rundir
 from dynalloc.analysis import plots
 from dynalloc.analysis.runs import read_csv
+from dynalloc.analysis.show import rounded
 from dynalloc.analysis.summary import SUMMARY_FIELDS
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.grid import COMPARED_BY
@@ -159,11 +159,5 @@ def _cell(column, value, numeric, colours):
 
 
 def _value(value):
-    """A cell's text: empty for a missing value, numbers to 3 significant digits."""
-    if value is None or pd.isna(value):
-        return ""
-    if isinstance(value, numbers.Integral):
-        return str(value)
-    if isinstance(value, numbers.Real):
-        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
-    return escape(str(value))
+    """A cell's text, rounded as `dynalloc show` rounds it."""
+    return escape(rounded(value))
