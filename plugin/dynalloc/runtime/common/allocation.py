@@ -10,6 +10,7 @@ import contextlib
 import time
 
 import numpy as np
+
 from dynalloc.core.partition import GlobalBatchSampler
 from dynalloc.core.policies import make_policy
 from dynalloc.core.policy import Policy

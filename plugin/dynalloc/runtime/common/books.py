@@ -9,6 +9,7 @@ import os
 import warnings
 
 import numpy as np
+
 from dynalloc import rundir
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.model_spec import model_label

@@ -10,6 +10,7 @@ tensors).
 import os
 
 import numpy as np
+
 from dynalloc.data.augment import normalise
 from dynalloc.data.readahead import Decoder, ReadAhead
 from dynalloc.data.streamed import StreamedDataset

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.runtime.common import checkpoint, resume
 from dynalloc.runtime.common.backends import backend_of

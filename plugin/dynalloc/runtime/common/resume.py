@@ -7,6 +7,7 @@ the framework holds (parameters, optimizer, its generator) its backend reads and
 import random
 
 import numpy as np
+
 from dynalloc import rundir
 from dynalloc.errors import DynallocError
 from dynalloc.runtime.common import checkpoint

@@ -54,7 +54,8 @@ def refuse_a_second_training(out, framework):
     if framework != "mxnet":
         lock.check()
         return
-    from dynalloc.runtime.common.faults import agree
     from mpi4py import MPI  # MPI alone, not MXNet: the refusal stays quick
+
+    from dynalloc.runtime.common.faults import agree
 
     agree(MPI.COMM_WORLD, lock.check)

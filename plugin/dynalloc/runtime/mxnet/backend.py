@@ -8,13 +8,14 @@ import tempfile
 from pathlib import Path
 
 import mxnet as mx
+from mpi4py import MPI
+from mxnet import gluon
+from mxnet.base import _LIB, check_call
+
 from dynalloc.errors import DynallocError
 from dynalloc.runtime.mxnet import loop
 from dynalloc.runtime.mxnet.build import build, eval_sums, ndarrays
 from dynalloc.runtime.mxnet.gluon import DynamicBatch
-from mpi4py import MPI
-from mxnet import gluon
-from mxnet.base import _LIB, check_call
 
 
 class Backend:

@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+
 from dynalloc import rundir
 from dynalloc.core.shares import equal_shares
 from dynalloc.errors import DynallocError
@@ -62,8 +63,9 @@ class Worker:
         self.global_batch = config["global_batch"]
         core = pin_rank(config, index)  # before MXNet starts its threads
         import mxnet as mx
-        from dynalloc.runtime.common.feed import make_feed
         from mxnet import gluon
+
+        from dynalloc.runtime.common.feed import make_feed
 
         self.feed = make_feed(setup, index, ndarrays)
         self.kv = mx.kv.create("dist_sync")  # returns once every process has joined

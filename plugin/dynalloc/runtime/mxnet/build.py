@@ -7,9 +7,10 @@ command does, for its `--help` too) loads neither MXNet nor its threads."""
 def build(setup, **trainer_options):
     """Model, optimizer and trainer: validated here, before the run directory exists.
     `trainer_options` go to gluon.Trainer (the baseline's kvstore); by default none."""
+    from mxnet import gluon
+
     from dynalloc.runtime.mxnet.models import build_model
     from dynalloc.runtime.mxnet.optim import build_optimizer
-    from mxnet import gluon
 
     config, data = setup.config, setup.data
     optimizer = build_optimizer(config["optimizer"], setup.total)

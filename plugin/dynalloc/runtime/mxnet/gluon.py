@@ -22,11 +22,12 @@ import ctypes
 
 import mxnet as mx
 import numpy as np
+from mxnet.base import _LIB, check_call
+
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.runtime.common import allocation
 from dynalloc.runtime.common.allocation import Allocation
 from dynalloc.runtime.mxnet.exchange import GradientExchange
-from mxnet.base import _LIB, check_call
 
 
 def numpy_view(array):

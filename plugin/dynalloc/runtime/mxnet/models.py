@@ -18,12 +18,13 @@ import io
 import warnings
 
 import mxnet as mx
+from mxnet.gluon import Block
+from mxnet.gluon.model_zoo import vision
+
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.model_spec import BUILTIN_MODELS, check_model, model_name
 from dynalloc.runtime.common.factory import factory, one_line
 from dynalloc.runtime.mxnet.networks import BUILDERS, MIN_SIZE
-from mxnet.gluon import Block
-from mxnet.gluon.model_zoo import vision
 
 MODELS = BUILTIN_MODELS
 

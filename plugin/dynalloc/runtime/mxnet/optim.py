@@ -3,6 +3,7 @@ for (checked in `experiment.optim_spec`). A Gluon Trainer makes one update per `
 so the schedules count iterations."""
 
 import mxnet as mx
+
 from dynalloc.experiment.optim_spec import check_optimizer
 
 
