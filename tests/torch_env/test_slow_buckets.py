@@ -45,3 +45,24 @@ def test_a_rank_at_full_speed_never_waits(clock):
     clock.now += 0.1
     slow.hold()
     assert clock.slept == []
+
+
+def test_on_a_gpu_the_time_stretched_is_the_streams_not_the_launches(clock, monkeypatch):
+    """DDP calls the hook once the backward pass has queued a bucket's kernels: on a GPU the
+    stream is waited for before the clock is read, so the GPU's time is what gets stretched."""
+    waited = []
+
+    class Stream:
+        def synchronize(self):
+            waited.append(clock.now)
+            clock.now += 0.1  # the GPU still computing what was queued
+
+    monkeypatch.setattr(hook.torch.cuda, "current_stream", lambda device: Stream())
+    slow = hook.SlowBuckets()
+    slow.start(3.0)
+    clock.now += 0.01  # the launches
+    slow.hold(hook.torch.device("cuda", 0))
+    assert waited == [pytest.approx(0.01)]
+    assert clock.slept == pytest.approx([0.22])  # (3 - 1) x 0.11 s computed
+    slow.hold(hook.torch.device("cpu"))  # a bucket on the CPU: nothing to wait for
+    assert len(waited) == 1

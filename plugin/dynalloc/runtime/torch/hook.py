@@ -30,10 +30,15 @@ class SlowBuckets:
     def start(self, factor):
         self.factor, self.began, self.slept = factor, time.perf_counter(), 0.0
 
-    def hold(self):
-        """Sleep until this bucket's emulated ready time: `factor` times the time computed."""
+    def hold(self, device=None):
+        """Sleep until this bucket's emulated ready time: `factor` times the time computed.
+        `device`: the bucket's. On a GPU the hook runs once the backward pass has queued the
+        bucket's kernels, not run them: the stream is waited for first, or the time stretched
+        would be the launches'."""
         if self.began is None or self.factor <= 1.0:
             return
+        if device is not None and device.type == "cuda":
+            torch.cuda.current_stream(device).synchronize()
         computed = time.perf_counter() - self.began - self.slept
         late = (self.factor - 1.0) * computed - self.slept
         if late > 0:
@@ -57,13 +62,15 @@ class ShareWeight(SlowBuckets):
 def share_weighted_hook(state, bucket):
     """Multiply the bucket by `state.weight`, then sum it over the ranks (asynchronously, as DDP
     expects of a hook). On the last bucket of the backward pass, note the time first: what the
-    rank computed is done then (CUDA's queue drained), whatever the others still compute."""
-    state.hold()
+    rank computed is done then, whatever the others still compute. On a GPU that is when its
+    compute stream has drained; not the whole device, whose NCCL kernels for the earlier
+    buckets wait for the other ranks."""
     tensor = bucket.buffer()
+    state.hold(tensor.device)
     tensor.mul_(state.weight)
     if bucket.is_last():
         if tensor.is_cuda:
-            torch.cuda.synchronize(tensor.device)
+            torch.cuda.current_stream(tensor.device).synchronize()
         state.last_ready = time.perf_counter()
     work = dist.all_reduce(tensor, group=state.group, async_op=True)
     return work.get_future().then(lambda future: future.value()[0])
