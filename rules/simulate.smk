@@ -1,5 +1,5 @@
 # The planner (config `simulate`, optional): every policy on modelled clusters, the optimum as
-# the ceiling, with the sweeps asked for (dynalloc simulate; README "Planning a cluster").
+# the ceiling, with the sweeps asked for (dynalloc simulate; docs/planner.md).
 from dynalloc.experiment import plan_section
 
 SIMULATE = config.get("simulate") or {}

@@ -1,7 +1,7 @@
 """The run directory of any DynamicBatch training, kept exactly as `dynalloc train` keeps it.
 
 `dynalloc train`'s built-in loops are users of it (`runtime.mxnet.loop`, `runtime.torch.loop`, the
-smallest examples); a user's own script is another (README, "Your own training script";
+smallest examples); a user's own script is another (docs/own-training.md;
 `examples/own_script/train_resnet.py`): `Recorder.from_environment()` as a context manager,
 `start(net, trainer)`, then `epochs()`, `steps(epoch)`, `batch(step)` for the step's samples
 (staged arrays or a streamed dataset alike) and `end_epoch(test_loss, accuracy)`. The run
