@@ -1,4 +1,4 @@
-"""The README's Gluon example, taken from README.md and run on real MPI ranks."""
+"""The Gluon example of docs/own-training.md, taken from the page and run on real MPI ranks."""
 
 import re
 from pathlib import Path
@@ -8,7 +8,7 @@ from helpers import mpi_python
 
 pytestmark = pytest.mark.mpi
 
-README = Path(__file__).parents[2] / "README.md"
+PAGE = Path(__file__).parents[2] / "docs" / "own-training.md"
 
 SETUP = """
 import numpy as np
@@ -35,14 +35,14 @@ assert correct > 0.8, correct
 """
 
 
-def readme_example():
-    text = README.read_text()
-    section = text.split("## Using it in your own Gluon training loop", 1)[1]
+def page_example():
+    text = PAGE.read_text()
+    section = text.split("## Your own Gluon training loop", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def test_readme_example_trains_on_two_ranks(digits, tmp_path):
-    code = readme_example()
+def test_the_example_trains_on_two_ranks(digits, tmp_path):
+    code = page_example()
     imports, rest = code.split("\nnet = build_your_net()", 1)
     script = tmp_path / "example.py"
     script.write_text(

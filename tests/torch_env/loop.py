@@ -1,4 +1,4 @@
-"""A PyTorch training loop with dynalloc, as README's example has it, under any launcher:
+"""A PyTorch training loop with dynalloc, as docs/pytorch.md's example has it, under any launcher:
 
     torchrun --standalone --nproc_per_node=R loop.py OUT [--ddp] [--slow RANK=FACTOR ...]
     mpiexec -n R python loop.py OUT ...

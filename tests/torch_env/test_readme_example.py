@@ -1,4 +1,4 @@
-"""README's PyTorch example, taken from README.md and run on two real torchrun ranks."""
+"""The PyTorch example of docs/pytorch.md, taken from the page and run on two torchrun ranks."""
 
 import re
 
@@ -30,15 +30,15 @@ assert correct > 0.8, correct
 """
 
 
-def readme_example():
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## PyTorch: the same policies", 1)[1]
+def page_example():
+    text = (ROOT / "docs" / "pytorch.md").read_text()
+    section = text.split("## Your own PyTorch loop", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def test_readme_example_trains_on_two_ranks(tmp_path):
+def test_the_example_trains_on_two_ranks(tmp_path):
     digits = stage_digits(tmp_path / "digits")
-    code = readme_example()
+    code = page_example()
     head, rest = code.split("\nmodel = build_your_model()", 1)
     script = tmp_path / "example.py"
     script.write_text(

@@ -1,4 +1,4 @@
-"""`pip install ".[train]"` and `".[analysis]"` into fresh venvs, as the README tells a user.
+"""`pip install ".[train]"` and `".[analysis]"` into fresh venvs, as docs/reference.md tells a user.
 
 The package is installed from a copy of the working tree (not editable, and without setuptools
 leaving build/ in the checkout) through the configured index; the two installs run side by
@@ -118,7 +118,7 @@ def test_the_analysis_extra_summarizes_and_compares_that_run(envs, trained, tmp_
 
 def test_the_train_env_summarizes_its_own_runs(envs, trained, tmp_path):
     # mlxtend brings pandas and matplotlib versions that still take numpy 1.23: one env can
-    # hold both extras (README).
+    # hold both extras (docs/reference.md).
     summary = tmp_path / "summary.json"
     run(envs["train"], "dynalloc", "summarize", "--run-dir", trained, "--out", summary)
     assert json.loads(summary.read_text())["ranks"] == 2
