@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from dynalloc.launcher import launcher_rank
-from dynalloc.runtime.common.contention import pin_to_core
+from dynalloc.runtime.common.placement import pin_to_core
 
 pin_to_core(launcher_rank())  # one core per rank, as dynalloc train pins its ranks
 

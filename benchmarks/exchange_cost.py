@@ -18,7 +18,7 @@ import sys
 import time
 
 from dynalloc.launcher import launcher_rank
-from dynalloc.runtime.common.contention import pin_to_core
+from dynalloc.runtime.common.placement import pin_to_core
 
 pin_to_core(launcher_rank())  # before MXNet starts its threads
 

@@ -14,7 +14,7 @@ import argparse
 
 import mxnet as mx
 import numpy as np
-from dynalloc.runtime.common.recorder import Recorder
+from dynalloc.mxnet import Recorder
 from mxnet import autograd, gluon
 from mxnet.gluon.model_zoo import vision
 

@@ -17,6 +17,7 @@ from dynalloc.core.policy import Policy
 from dynalloc.core.shares import batchnorm_floor
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.rundir import Row
+from dynalloc.runtime.common.placement import place_process
 from dynalloc.runtime.common.timing import ComputeTimer
 
 
@@ -30,6 +31,10 @@ class Allocation:
     batchnorm: whether the network normalises over each rank's samples; it then gets at least
         8 samples per rank whatever `min_share` says (`core.shares.batchnorm_floor`), as far as
         the global batch and `max_share` allow.
+    pin_cores, threads_per_rank: as in a run config. Where other ranks share this node and
+        nothing pinned this process (a bare `mpiexec` of a user's loop), every thread of it is
+        pinned to its `threads_per_rank` cores and the framework computes with that many threads,
+        as `dynalloc train` places its ranks (`runtime.common.placement`); False leaves both.
     `rows` collects this rank's `rundir.Row` of every iteration.
     """
 
@@ -37,9 +42,11 @@ class Allocation:
 
     def __init__(
         self, rank, ranks, dataset_size, global_batch, *, policy, seed, min_share, max_share,
-        drop_last, slowdown, sampler, batchnorm,
+        drop_last, slowdown, sampler, batchnorm, pin_cores, threads_per_rank,
     ):  # fmt: skip
         self.rank, self.ranks, self.global_batch = rank, ranks, global_batch
+        if pin_cores:
+            place_process(rank, threads_per_rank, self.set_threads)
         try:
             if batchnorm:
                 min_share = batchnorm_floor(ranks, global_batch, min_share, max_share)
@@ -122,6 +129,10 @@ class Allocation:
     def wait_for_device(self):
         """Block until the framework has really done the work enqueued so far (its calls only
         enqueue); the compute timer calls it before reading the clock."""
+        raise NotImplementedError
+
+    def set_threads(self, threads):
+        """Let the framework compute with `threads` threads in this process."""
         raise NotImplementedError
 
 

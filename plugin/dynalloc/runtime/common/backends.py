@@ -24,4 +24,4 @@ def backend_of(config_path):
         check_framework(framework)
     except DynallocError as error:
         fail(error)
-    return importlib.import_module(ADAPTERS[framework]).Backend(raw.get("threads_per_rank", 1))
+    return importlib.import_module(ADAPTERS[framework]).Backend()

@@ -4,7 +4,6 @@ This is the realistic straggler: a co-located job taking part of a core, unlike 
 emulation which leaves the core idle.
 """
 
-import os
 import signal
 import subprocess
 import sys
@@ -38,23 +37,6 @@ class Burners:
     def _end(process):
         process.send_signal(signal.SIGKILL)
         process.wait()
-
-
-def pin_to_core(rank, threads=1):
-    """Pin this process to `threads` allowed cores from `rank * threads` on (wrapping around);
-    returns the first, where contention burners go."""
-    cores = sorted(os.sched_getaffinity(0))
-    mine = [cores[(rank * threads + i) % len(cores)] for i in range(threads)]
-    os.sched_setaffinity(0, set(mine))
-    return mine[0]
-
-
-def pin_rank(config, rank):
-    """Pin this rank as the run config asks (`pin_cores`, `threads_per_rank`), before MXNet
-    starts its threads, which inherit the mask; returns the core burners go to, or None."""
-    if not config["pin_cores"]:
-        return None
-    return pin_to_core(rank, config["threads_per_rank"])
 
 
 def burners_for(scenario, core):

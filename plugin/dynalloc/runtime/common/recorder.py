@@ -27,7 +27,7 @@ from dynalloc.errors import DynallocError, SharedError
 from dynalloc.runtime.common import checkpoint, resume
 from dynalloc.runtime.common.backends import backend_of
 from dynalloc.runtime.common.books import Books
-from dynalloc.runtime.common.contention import burners_for, pin_rank
+from dynalloc.runtime.common.contention import burners_for
 from dynalloc.runtime.common.faults import (
     EXIT_STOPPED,
     Stopped,
@@ -40,6 +40,7 @@ from dynalloc.runtime.common.faults import (
 from dynalloc.runtime.common.feed import make_feed
 from dynalloc.runtime.common.job import report_stall
 from dynalloc.runtime.common.peerwatch import PeerWatch
+from dynalloc.runtime.common.placement import pin_rank
 from dynalloc.runtime.common.prepare import prepare
 from dynalloc.runtime.common.runlock import RunLock
 from dynalloc.runtime.common.script_run import script_run
@@ -160,6 +161,8 @@ class Recorder:
             max_share=config["max_share"],
             slowdown=lambda it: setup.scenario.factor(self.rank, it),
             sampler=setup.sampler,
+            pin_cores=config["pin_cores"],
+            threads_per_rank=config["threads_per_rank"],
         )
         if self.dyn.policy.min_share != config["min_share"]:
             self.notes.append(

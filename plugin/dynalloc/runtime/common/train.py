@@ -12,7 +12,7 @@ import os
 
 from dynalloc.experiment.run_config import load_config, resolve
 from dynalloc.launcher import launcher_rank, launcher_size
-from dynalloc.runtime.common.contention import pin_rank
+from dynalloc.runtime.common.placement import pin_rank
 from dynalloc.runtime.common.runlock import RunLock
 from dynalloc.runtime.common.script_run import exec_script
 

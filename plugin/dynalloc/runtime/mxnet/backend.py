@@ -3,14 +3,12 @@ NDArrays, the trainer's state in checkpoints and Gluon's parameter file at the e
 (`runtime.common.recorder`) holds one such backend, or PyTorch's (`runtime.torch.backend`), and is
 otherwise the same for both."""
 
-import ctypes
 import tempfile
 from pathlib import Path
 
 import mxnet as mx
 from mpi4py import MPI
 from mxnet import gluon
-from mxnet.base import _LIB, check_call
 
 from dynalloc.errors import DynallocError
 from dynalloc.runtime.mxnet import loop
@@ -22,10 +20,7 @@ class Backend:
     name = "mxnet"
     train = staticmethod(loop.train)  # `dynalloc train`'s loop over the built-in networks
 
-    def __init__(self, threads):
-        # `dynalloc train` set the threads before MXNet loaded; a script's own imports may
-        # have loaded it first, with every core's worth of OpenMP threads.
-        check_call(_LIB.MXSetNumOMPThreads(ctypes.c_int(threads)))
+    def __init__(self):
         self.comm = MPI.COMM_WORLD
 
     def build(self, setup):

@@ -24,8 +24,9 @@ from dynalloc.core.shares import equal_shares
 from dynalloc.errors import DynallocError
 from dynalloc.rundir import Row
 from dynalloc.runtime.common.books import Books
-from dynalloc.runtime.common.contention import burners_for, pin_rank
+from dynalloc.runtime.common.contention import burners_for
 from dynalloc.runtime.common.faults import EXIT_FAILED, describe
+from dynalloc.runtime.common.placement import pin_rank
 from dynalloc.runtime.common.prepare import prepare
 from dynalloc.runtime.common.timing import ComputeTimer
 from dynalloc.runtime.mxnet.build import build, eval_sums, ndarrays

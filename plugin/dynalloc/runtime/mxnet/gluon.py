@@ -109,6 +109,8 @@ class DynamicBatch(Allocation):
         slowdown=None,
         comm=None,
         sampler=None,
+        pin_cores=True,
+        threads_per_rank=1,
     ):
         trainable = [p for p in params.values() if p.grad_req != "null"]
         fixed = [p for p in params.values() if p.grad_req == "null"]  # e.g. BatchNorm statistics
@@ -135,6 +137,7 @@ class DynamicBatch(Allocation):
             policy=policy, seed=seed, min_share=min_share, max_share=max_share,
             drop_last=drop_last, slowdown=slowdown, sampler=sampler,
             batchnorm=any(name.endswith("running_mean") for name in params),
+            pin_cores=pin_cores, threads_per_rank=threads_per_rank,
         )  # fmt: skip
         self.trainer = trainer
 
@@ -147,6 +150,9 @@ class DynamicBatch(Allocation):
 
     def wait_for_device(self):
         mx.nd.waitall()
+
+    def set_threads(self, threads):
+        check_call(_LIB.MXSetNumOMPThreads(ctypes.c_int(threads)))
 
     def _finish(self, step, loss):
         # Gluon's backward gives the gradient of the sum over a rank's samples: summed over the

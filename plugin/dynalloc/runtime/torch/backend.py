@@ -21,9 +21,8 @@ class Backend:
     name = "torch"
     train = staticmethod(loop.train)
 
-    def __init__(self, threads):
-        torch.set_num_threads(threads)
-        init_process_group()
+    def __init__(self):
+        init_process_group()  # compute threads: OMP_NUM_THREADS, set by `dynalloc train`
         self.comm = TorchComm()
 
     def build(self, setup):

@@ -89,7 +89,7 @@ class DynamicBatch(Allocation):
     def __init__(
         self, model, optimizer, dataset_size, global_batch, *, policy="adaptive", seed=0,
         min_share=1, max_share=None, drop_last=False, slowdown=None, sampler=None, group=None,
-        scheduler=None,
+        scheduler=None, pin_cores=True, threads_per_rank=1,
     ):  # fmt: skip
         if not dist.is_initialized():
             raise DynallocError(
@@ -119,6 +119,7 @@ class DynamicBatch(Allocation):
             policy=policy, seed=seed, min_share=min_share, max_share=max_share,
             drop_last=drop_last, slowdown=slowdown, sampler=sampler,
             batchnorm=any(isinstance(m, _BatchNorm) for m in self.module.modules()),
+            pin_cores=pin_cores, threads_per_rank=threads_per_rank,
         )  # fmt: skip
 
     def weigh(self, weight):
@@ -155,6 +156,9 @@ class DynamicBatch(Allocation):
     def wait_for_device(self):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+    def set_threads(self, threads):
+        torch.set_num_threads(threads)
 
     def average_state(self):
         """Average the floating-point buffers (BatchNorm running statistics, which each rank
