@@ -1,7 +1,8 @@
 """BENCHMARKS.md from the results of `make bench` (config/bench.yaml) and, when given, of
-`make bench-repeats` (seeds 1 and 2 of the close races): every table and figure is computed from
-the results (`dynalloc.analysis`: benchstats, benchreplay, benchtables, plots), the prose around
-the tables is benchmarks/sections.md's, and the discussion's numbers are fields filled from them.
+`make bench-repeats` (seeds 1 and 2 of every race a target compares): every table and figure is
+computed from the results (`dynalloc.analysis`: benchstats, benchreplay, benchtables, plots), the
+prose around the tables is benchmarks/sections.md's, and the discussion's numbers are fields
+filled from them.
 
     .venv-workflow/bin/python benchmarks/report.py --results results/bench \
         --repeats results/bench-repeats --discussion benchmarks/discussion.md --out BENCHMARKS.md
@@ -26,7 +27,7 @@ from dynalloc.fsutil import atomic_write
 
 SECTIONS = Path(__file__).with_name("sections.md")  # the prose around the tables
 MARKER = re.compile(r"^<!-- ([\w-]+) -->$", re.MULTILINE)
-REPEATS_COMMAND = "make bench-repeats    # seeds 1 and 2 of the close races, then the report again"
+REPEATS_COMMAND = "make bench-repeats    # seeds 1 and 2 of every target's races, then the report"
 SIMULATE_COMMAND = "make bench-simulate    # every run fitted and predicted, the projections"
 TORCH_COMMAND = "make bench-torch    # dynalloc.runtime.torch against plain DDP and the MXNet path"
 
@@ -68,11 +69,11 @@ def report(args):
     prose = sections(SECTIONS)
     args.figures.mkdir(parents=True, exist_ok=True)
     shown = figures(args.results, table, config, args.figures)
-    planner = planner_section(prose, args.simulate, values["noise"]) if args.simulate else []
+    planner = planner_section(prose, args.simulate) if args.simulate else []
     pytorch = torch_section(prose, args.torch) if args.torch else []
     repeats = []
     if runs is not None:
-        repeats = ["## Repeats of the close races", "", prose["repeats"], ""]
+        repeats = ["## Repeats of every target's races", "", prose["repeats"], ""]
         repeats += [benchtables.repeated(table, runs), ""]
     text = "\n".join(
         [
@@ -147,12 +148,11 @@ def sections(path):
     }
 
 
-def planner_section(prose, folder, noise):
+def planner_section(prose, folder):
     """The simulator against the bench's runs, and its projections beyond them
-    (`benchmarks/bench_simulate.py`'s tables in `folder`), as lines of markdown; `noise`: the
-    bench's run-to-run noise band."""
+    (`benchmarks/bench_simulate.py`'s tables in `folder`), as lines of markdown."""
     tables = simtables.load(folder)
-    values = simtables.facts(tables, noise)
+    values = simtables.facts(tables)
     return [
         "## Planner: the simulator against these runs, and beyond them",
         "",

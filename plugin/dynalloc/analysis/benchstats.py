@@ -1,10 +1,13 @@
 """The statistics of a benchmark (`make bench`, `make bench-repeats`; `benchmarks/report.py`):
-adaptive's ratios to its rivals, paired by seed, verdicts on a target within the run-to-run noise
-band, the spreads of the final accuracy, and every number the discussion cites.
+adaptive's ratios to its rivals, paired by seed, the targets' verdicts (met or missed on the
+median of those ratios; a race run once is not judged), the run-to-run noise band the prose
+explains that rule with, the spreads of the final accuracy, and every number the discussion cites.
 
 Pandas over the pipeline's summary.csv and speedup.csv: one row per run, joined and ordered by
 `load`. The paired replay on each run's measured speeds is `benchreplay`'s.
 """
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -14,7 +17,7 @@ from dynalloc.errors import DynallocError
 ORDER = ["static", "proportional", "dbs", "controller", "oracle", "adaptive", "dist_sync"]
 COMPETITORS = ["static", "proportional", "dbs", "controller", "dist_sync"]  # non-oracle
 # The runs that split equally all along (dbs and oracle where they cannot move) differ only by
-# the machine's drift: their spread is the band within which a single ratio is noise.
+# the machine's drift: their spread is how far one ratio of two runs may be off.
 EQUAL_SPLIT = ["static", "dbs", "oracle"]
 
 
@@ -54,8 +57,8 @@ def lenet(table, scenario):
 
 def ratios(table, runs, scenario, mine, rival):
     """`mine`'s LeNet samples/s over `rival`'s: one ratio per seed where `make bench-repeats`
-    ran both again (the runs of one seed follow each other, so each ratio spans minutes), else
-    the one of `make bench`."""
+    ran both again (seed 0 from `make bench`, `races` joins it; the runs of one seed follow each
+    other, so each ratio spans minutes), else the one of `make bench`."""
     if runs is not None:
         rows = runs[runs["scenario"] == scenario]
         sps = rows.pivot(index="seed", columns="policy", values="samples_per_s")
@@ -65,28 +68,54 @@ def ratios(table, runs, scenario, mine, rival):
     return [sps[mine] / sps[rival]]
 
 
-def verdict(measured, threshold, noise, rival):
-    """(what was measured, met) for ratios to `rival` against a threshold: a single ratio by
-    the noise band (`judge`); several by their median, within noise when one of them meets it."""
+def per_seed(table, runs, scenario, policy, column):
+    """{seed: `column`} of `policy`'s LeNet runs of `scenario`: every seed where
+    `make bench-repeats` ran it again, else seed 0's of `make bench`."""
+    if runs is not None:
+        rows = runs[(runs["scenario"] == scenario) & (runs["policy"] == policy)]
+        if len(rows):
+            return dict(zip(rows["seed"], rows[column], strict=True))
+    row = lenet(table, scenario).loc[policy]
+    return {int(row["seed"]): row[column]}
+
+
+def verdict(measured, threshold, rival):
+    """(what was measured, verdict) for ratios to `rival`, one per seed, each between two runs
+    of one block: met or missed on their median, shown with its spread over the seeds. A single
+    ratio is shown and not judged: one pair of runs measures the machine's drift between them as
+    much as the policies (the noise band)."""
     if len(measured) == 1:
-        return f"{measured[0]:.3f}× `{rival}`", judge(measured[0], threshold, noise)
+        return f"{measured[0]:.3f}× `{rival}`", not_judged()
     median = float(np.median(measured))
-    met = mark(median >= threshold)
-    if median < threshold <= max(measured):
-        met = "*within noise*"
-    seeds = ", ".join(f"{ratio:.3f}" for ratio in measured)
-    return f"median {median:.3f}× `{rival}` over {len(measured)} seeds ({seeds})", met
+    spread = f"{min(measured):.3f}-{max(measured):.3f} over {len(measured)} seeds"
+    return f"median {median:.3f}× `{rival}`, {spread}", mark(median >= threshold)
 
 
-def judge(ratio, threshold, noise):
-    """yes, no, or within noise: short of `threshold` by less than the noise band."""
-    if ratio >= threshold:
-        return "yes"
-    return "*within noise*" if ratio >= threshold * (1 - noise) else "**no**"
+def balance_verdict(worst, limit):
+    """(what was measured, verdict) for each seed's worst change, `worst` ({seed: iterations
+    until balanced again}, NaN where the run never balanced): met or missed on their median,
+    each seed's shown; a single run is not judged, as a single ratio is not."""
+    iterations = {seed: math.inf if pd.isna(v) else float(v) for seed, v in worst.items()}
+    if len(iterations) == 1:
+        return f"{_iterations(*iterations.values())} iterations (worst change)", not_judged()
+    median = float(np.median(list(iterations.values())))
+    seeds = ", ".join(f"{_iterations(v)} (seed {seed})" for seed, v in iterations.items())
+    shown = f"median {_iterations(median)} iterations (each run's worst change): {seeds}"
+    return shown, mark(median <= limit)
+
+
+def _iterations(value):
+    return "never" if math.isinf(value) else f"{value:g}"
+
+
+def not_judged(rivals=()):
+    """The verdict of a target measured on one run (of `rivals`, where others ran again)."""
+    once = f"one run of {', '.join(f'`{rival}`' for rival in rivals)}" if rivals else "one run"
+    return f"not judged: {once} (make bench-repeats judges it)"
 
 
 def mark(ok):
-    return "yes" if ok else "**no**"
+    return "met" if ok else "**missed**"
 
 
 def noise_band(table):

@@ -95,11 +95,11 @@ def projections(table):
     return "\n".join(lines)
 
 
-def facts(tables, noise=0.0):
-    """The numbers the section's prose cites, and its verdicts. A predicted speedup is set
-    against the ratio of two runs made minutes apart, which carries the machine's drift: one
-    that misses 10% by less than the run-to-run `noise` band is *within noise*, as BENCHMARKS.md
-    judges every ratio of two runs."""
+def facts(tables):
+    """The numbers the section's prose cites, and its verdicts: each met or missed against its
+    tolerance. A predicted speedup is set against the ratio of two runs made minutes apart,
+    which carries the machine's drift (the prose says how much); the verdict does not excuse a
+    miss by it, as the targets of BENCHMARKS.md excuse none."""
     validation, speedups = tables["validation"], tables["speedups"]
     errors = pd.concat([speedups["from_static_error"], speedups["from_adaptive_error"]])
     projected = tables["projections"].set_index(["ranks", "policy"])
@@ -114,7 +114,7 @@ def facts(tables, noise=0.0):
         "mean_met": mark(validation["error"].abs().max() <= PREDICTION_TOLERANCE),
         "mean_within": int((validation["error"].abs() <= PREDICTION_TOLERANCE).sum()),
         "speedup_error": errors.iloc[errors.abs().to_numpy().argmax()],
-        "speedup_met": _judged(errors.abs().max(), PREDICTION_TOLERANCE, noise),
+        "speedup_met": mark(errors.abs().max() <= PREDICTION_TOLERANCE),
         "speedup_within": int((errors.abs() <= PREDICTION_TOLERANCE).sum()),
         "speedup_cases": len(errors),
         "optimum_gap": within,
@@ -127,12 +127,6 @@ def facts(tables, noise=0.0):
         "speed_adaptive": speed.loc["adaptive", "seconds"],
         "speed_met": mark(speed["seconds"].sum() < 60),
     }
-
-
-def _judged(error, tolerance, noise):
-    if error <= tolerance:
-        return mark(True)
-    return "*within noise*" if error <= tolerance + noise else mark(False)
 
 
 def _error(value):
