@@ -14,7 +14,7 @@ TORCH := $(TORCH_VENV)/bin
 export OMP_NUM_THREADS := 1
 export MXNET_CPU_WORKER_NTHREADS := 1
 
-.PHONY: help setup setup-torch test run lint bench bench-repeats bench-simulate bench-torch bench-data bench-core bench-stream clean
+.PHONY: help setup setup-torch test run lint bench bench-repeats bench-simulate bench-torch bench-data bench-core bench-stream gpu-check clean
 
 help:
 	@echo "make run            the pipeline on config/config.yaml: stage, train on 2 MPI ranks, report"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench-torch    the PyTorch adapter against plain DDP and the MXNet path (~6 min)"
 	@echo "make bench-data     Fashion-MNIST (Debian's package), and as JPEG RecordIO and image folders"
 	@echo "make bench-stream   streamed datasets vs in-memory: samples/s, memory, staging (~20 min)"
+	@echo "make gpu-check      the PyTorch adapter on a CUDA GPU: exactness, timing, vs DDP (a few min)"
 
 setup: $(TRAIN_VENV)/.installed $(WORKFLOW_VENV)/.installed
 
@@ -151,6 +152,13 @@ bench-core: setup data/mnist5k/manifest.json
 # -> results/bench-stream.md.
 bench-stream: $(TRAIN_VENV)/.installed bench-data
 	$(TRAIN)/python benchmarks/bench_stream.py --data data/bench-stream --out results/bench-stream.md
+
+# The PyTorch adapter on a CUDA GPU (benchmarks/gpu_check.py, a few minutes): 2 ranks train
+# what 1 process trains, compute_s holds the GPU's work, adaptive against plain DDP at 1:3.
+# No venv target: a GPU machine brings its own torch in python3. Without a GPU: one line, exit 0.
+GPU_PYTHON ?= $(if $(wildcard $(TORCH)/python),$(TORCH)/python,python3)
+gpu-check:
+	PYTHONPATH=plugin$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) benchmarks/gpu_check.py
 
 clean:
 	rm -rf $(TRAIN_VENV) $(WORKFLOW_VENV) runs data results .snakemake
