@@ -22,7 +22,10 @@ class Backend:
     train = staticmethod(loop.train)
 
     def __init__(self):
-        init_process_group()  # compute threads: OMP_NUM_THREADS, set by `dynalloc train`
+        # The built-in loop trains on the CPU (its tensors are numpy's), so its collectives go
+        # over gloo even where CUDA is, whose NCCL would refuse CPU tensors. Compute threads:
+        # OMP_NUM_THREADS, set by `dynalloc train` before torch loaded.
+        init_process_group("gloo")
         self.comm = TorchComm()
 
     def build(self, setup):

@@ -119,7 +119,8 @@ class DynamicBatch(Allocation):
             policy=policy, seed=seed, min_share=min_share, max_share=max_share,
             drop_last=drop_last, slowdown=slowdown, sampler=sampler,
             batchnorm=any(isinstance(m, _BatchNorm) for m in self.module.modules()),
-            pin_cores=pin_cores, threads_per_rank=threads_per_rank,
+            # A GPU rank's host threads (launches, autograd, NCCL) need more than one core.
+            pin_cores=pin_cores and self.device.type == "cpu", threads_per_rank=threads_per_rank,
         )  # fmt: skip
 
     def weigh(self, weight):
