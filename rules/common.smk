@@ -41,11 +41,11 @@ if any(run["config"].get("framework") == "torch" for run in RUNS.values()) and n
         "PyTorch environment's python"
     )
 TORCH_DYNALLOC = f"{shlex.quote(str(TORCH_PYTHON))} -m dynalloc.cli"
-# Whom a training job must not outlive (runtime/common/job.py): this snakemake. Inside a SLURM job the
-# Snakefile is read again by the job's own snakemake, which then announces itself.
+# Whom a training job must not outlive (runtime/common/job.py): this snakemake. Inside a SLURM
+# job the Snakefile is read again by the job's own snakemake, which then announces itself.
 announce_snakemake()
-# Attempts after the first of a training run, which runtime/common/job.py lets start only after a stop
-# or a stall: a run stopped at a time limit three times in a row needs a longer runtime.
+# Attempts after the first of a training run, which runtime/common/job.py lets start only after a
+# stop or a stall: a run stopped at a time limit three times in a row needs a longer runtime.
 TRAIN_RETRIES = 3
 # The runs of one rank, which train_one_rank trains without MPI (a regular expression).
 ONE_RANK_RUNS = (

@@ -72,7 +72,9 @@ def test_mpiexec_inside_the_allocation_is_one_profile_key_away(tmp_path, tiny_pi
 
 def test_a_failing_job_fails_within_a_minute_naming_its_slurm_log(tmp_path):
     results = tmp_path / "results"
-    bad = {"datasets": {"digits": {"source": "idx", "path": "/nonexistent/idx"}}}
+    empty = tmp_path / "no-idx-files"  # exists, so the DAG is built; staging finds no IDX file
+    empty.mkdir()
+    bad = {"datasets": {"digits": {"source": "idx", "path": str(empty)}}}
     # The staging job alone: after a failure snakemake waits for the jobs still running.
     run = on_slurm(results, results / "data" / "digits", override=bad, timeout=60)
     assert run.returncode != 0
@@ -82,6 +84,6 @@ def test_a_failing_job_fails_within_a_minute_naming_its_slurm_log(tmp_path):
     assert named, f"no SLURM log under {logs} named in:\n{output(run)[-3000:]}"
     assert "Error in rule stage_dataset" in Path(named.group()).read_text()
     stage_log = results / "logs" / "stage" / "digits.log"
-    assert "/nonexistent/idx: not a directory" in stage_log.read_text()
+    assert f"{empty}/train-images-idx3-ubyte: missing" in stage_log.read_text()
     shown = output(run).split(f"Logfile {stage_log}:")  # show-failed-logs: in the terminal
     assert len(shown) == 2 and "/nonexistent/idx: not a directory" in shown[1], output(run)

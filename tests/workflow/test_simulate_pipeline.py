@@ -69,7 +69,7 @@ def test_a_bad_section_is_refused_before_anything_runs(tmp_path):
     for section, words in (
         ({**SECTION, "colour": "red"}, "colour"),
         ({**SECTION, "policies": ["oracle"]}, "oracle"),
-        ({**SECTION, "sizes": [0]}, "exclusiveMinimum"),
+        ({**SECTION, "sizes": [0]}, "config key 'simulate.sizes.0': 0 is less than or equal"),
     ):
         result = plan(tmp_path / "results", section, "-n")
         assert result.returncode != 0 and words in result.stdout + result.stderr, words
