@@ -64,13 +64,17 @@ $(TORCH_VENV)/.installed: envs/torch.txt envs/dev.txt pyproject.toml
 $(WORKFLOW_VENV)/.installed: envs/workflow.txt envs/dev.txt pyproject.toml
 	$(call venv,$(WORKFLOW_VENV))
 
-# Plugin and MPI tests in the training env; analysis tests in the workflow env (numpy 2, no MXNet);
-# the pipeline tests drive the workflow env's snakemake from the training env's pytest. The bench
-# smoke tests read Fashion-MNIST and its JPEG files (bench-data: apt-get, as root).
+# Each environment runs the tests of the rooms it holds (tests/unit mirrors the package): MXNet's
+# env the core, data, experiment, common and mxnet rooms, the MPI, pipeline and cluster tests (the
+# pipeline tests drive the workflow env's snakemake); the workflow env the analysis (numpy 2, no
+# MXNet); the PyTorch env its adapter. The bench smoke tests read Fashion-MNIST and its JPEG files
+# (bench-data: apt-get, as root).
+TORCH_TESTS := tests/unit/runtime/torch tests/torch_env
+ANALYSIS_TESTS := tests/unit/analysis
 test: setup setup-torch bench-data
-	$(TRAIN)/pytest -q -p no:cacheprovider --ignore=tests/workflow_env --ignore=tests/torch_env
-	$(WORKFLOW)/pytest -q -p no:cacheprovider tests/workflow_env
-	$(TORCH)/pytest -q -p no:cacheprovider tests/torch_env
+	$(TRAIN)/pytest -q -p no:cacheprovider $(addprefix --ignore=,$(TORCH_TESTS) $(ANALYSIS_TESTS))
+	$(WORKFLOW)/pytest -q -p no:cacheprovider $(ANALYSIS_TESTS)
+	$(TORCH)/pytest -q -p no:cacheprovider $(TORCH_TESTS)
 
 lint: setup
 	$(TRAIN)/ruff check plugin tests benchmarks

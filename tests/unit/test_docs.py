@@ -5,11 +5,10 @@ leads to the guide."""
 
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md")), ROOT / "config/README.md"]
 PAGES += [ROOT / "BENCHMARKS.md"]

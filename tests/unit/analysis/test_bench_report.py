@@ -3,17 +3,16 @@ one run's shown and not judged."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from dynalloc.analysis import benchreplay, benchstats
-from helpers import make_run
+from helpers import ROOT, make_run
 
 pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "report.py"
+SCRIPT = ROOT / "benchmarks" / "report.py"
 
 
 @pytest.mark.parametrize(

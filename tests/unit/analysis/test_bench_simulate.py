@@ -4,7 +4,6 @@ predicted and projected; the verdicts judged on the issue's tolerances."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,9 +11,10 @@ import pytest
 import yaml
 from dynalloc.analysis import simtables
 from fitted_runs import synthetic_run
+from helpers import ROOT
 
-BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
-PROJECTION = Path(__file__).parents[2] / "config" / "clusters" / "projection.yaml"
+BENCHMARKS = ROOT / "benchmarks"
+PROJECTION = ROOT / "config" / "clusters" / "projection.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -2,15 +2,14 @@
 (`benchtables`), the bench's figures (`plots`) and the prose of benchmarks/sections.md."""
 
 import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from dynalloc.analysis import benchstats, benchtables, plots
-from helpers import make_run
+from helpers import ROOT, make_run
 
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "report.py"
+SCRIPT = ROOT / "benchmarks" / "report.py"
 
 
 def table(rows, seed=0):

@@ -3,7 +3,6 @@ documented example, among them), its slowdowns over time, resizing and stretchin
 ValueError naming the key for every bad entry."""
 
 import copy
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,8 +10,9 @@ import yaml
 from dynalloc.core.allreduce import allreduce_seconds
 from dynalloc.core.cluster_file import parse_cluster
 from dynalloc.core.gradients import gradient_bytes
+from helpers import ROOT
 
-EXAMPLE = Path(__file__).parents[2] / "config" / "clusters" / "example.yaml"
+EXAMPLE = ROOT / "config" / "clusters" / "example.yaml"
 
 SMALL = {
     "global_batch": 96,

@@ -1,14 +1,13 @@
 """`dynalloc simulate` on cluster files: its rows, pages and plots, and exit code 2 with one line
 naming the file, key or flag for every bad input (nothing written then)."""
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
 import yaml
 from dynalloc.cli import main
+from helpers import ROOT
 
-EXAMPLE = Path(__file__).parents[2] / "config" / "clusters" / "example.yaml"
+EXAMPLE = ROOT / "config" / "clusters" / "example.yaml"
 
 
 def simulate(*argv):
