@@ -14,7 +14,7 @@ TORCH := $(TORCH_VENV)/bin
 export OMP_NUM_THREADS := 1
 export MXNET_CPU_WORKER_NTHREADS := 1
 
-.PHONY: help setup setup-torch test run lint bench bench-repeats bench-simulate bench-torch bench-data bench-core bench-stream gpu-check clean
+.PHONY: help setup setup-torch test test-pipelines test-ranks run lint bench bench-repeats bench-simulate bench-torch bench-data bench-core bench-stream gpu-check clean
 
 help:
 	@echo "make run            the pipeline on config/config.yaml: stage, train on 2 MPI ranks, report"
@@ -65,16 +65,27 @@ $(WORKFLOW_VENV)/.installed: envs/workflow.txt envs/dev.txt pyproject.toml
 	$(call venv,$(WORKFLOW_VENV))
 
 # Each environment runs the tests of the rooms it holds (tests/unit mirrors the package): MXNet's
-# env the core, data, experiment, common and mxnet rooms, the MPI, pipeline and cluster tests (the
-# pipeline tests drive the workflow env's snakemake); the workflow env the analysis (numpy 2, no
-# MXNet); the PyTorch env its adapter. The bench smoke tests read Fashion-MNIST and its JPEG files
-# (bench-data: apt-get, as root).
+# env the core, data, experiment, common and mxnet rooms and the MPI, pipeline and cluster tests
+# (the pipeline tests drive the workflow env's snakemake); the workflow env the analysis (numpy 2,
+# no MXNet); the PyTorch env its adapter. Two streams run side by side (make -j2): the pipeline
+# and SLURM tests spend most of their time waiting on snakemake, SLURM and the faults they stage,
+# the rest computes; --output-sync prints each stream's output whole when it ends. The bench smoke
+# tests read Fashion-MNIST and its JPEG files (bench-data: apt-get, as root).
 TORCH_TESTS := tests/unit/runtime/torch tests/torch_env
 ANALYSIS_TESTS := tests/unit/analysis
+PYTEST = pytest -q -p no:cacheprovider --basetemp=$(TEST_TMP)/$@
+TEST_TMP ?= /tmp/dynalloc-tests
 test: setup setup-torch bench-data
-	$(TRAIN)/pytest -q -p no:cacheprovider $(addprefix --ignore=,$(TORCH_TESTS) $(ANALYSIS_TESTS))
-	$(WORKFLOW)/pytest -q -p no:cacheprovider $(ANALYSIS_TESTS)
-	$(TORCH)/pytest -q -p no:cacheprovider $(TORCH_TESTS)
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-pipelines test-ranks
+
+# The pipeline and SLURM tests, in one session: both compare with the tiny pipeline it runs once.
+test-pipelines:
+	$(TRAIN)/$(PYTEST) tests/cluster tests/workflow
+
+test-ranks:
+	$(TRAIN)/$(PYTEST) tests/unit tests/mpi $(addprefix --ignore=,$(TORCH_TESTS) $(ANALYSIS_TESTS))
+	$(WORKFLOW)/$(PYTEST)-analysis $(ANALYSIS_TESTS)
+	$(TORCH)/$(PYTEST)-torch $(TORCH_TESTS)
 
 lint: setup
 	$(TRAIN)/ruff check plugin tests benchmarks
