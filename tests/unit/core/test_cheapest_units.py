@@ -8,7 +8,7 @@ import numpy as np
 from dynalloc.core.shares import ONE_AT_A_TIME, cheapest_units
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_shares import magnitudes  # costs over the whole range a policy produces
+from share_problems import magnitudes  # costs over the whole range a policy produces
 
 
 def one_at_a_time(a, c, shares, high, units):
