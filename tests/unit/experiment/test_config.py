@@ -1,5 +1,6 @@
-"""`dynalloc.experiment.run_config`: defaults, one DynallocError naming the key for every bad
-input, the oracle's speeds, the iteration and epoch counts, and loading the YAML file."""
+"""`dynalloc.experiment.run_config.resolve`: the run config's own keys (dataset, global batch
+and share bounds, seed, stall timeout, booleans, target accuracy) and their defaults, one
+DynallocError naming the key for every bad value, and the iteration and epoch counts."""
 
 import copy
 import re
@@ -7,33 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dynalloc.core.policies import POLICIES
-from dynalloc.errors import DynallocError
 from dynalloc.experiment.run_config import (
     DEFAULTS,
-    load_config,
     planned_epochs,
     resolve,
     total_iterations,
 )
-
-DATASET = "staged"
-
-
-def base(**overrides):
-    raw = {"dataset": DATASET}
-    raw.update(overrides)
-    return raw
-
-
-def fails(raw, *fragments, ranks=2):
-    """Resolve `raw`; it must raise DynallocError whose message contains every fragment."""
-    with pytest.raises(DynallocError) as caught:
-        resolve(raw, ranks)
-    message = str(caught.value)
-    for fragment in fragments:
-        assert fragment in message, f"{fragment!r} not in {message!r}"
-    return message
+from run_configs import DATASET, base, fails
 
 
 @pytest.fixture(autouse=True)
@@ -197,27 +178,6 @@ def test_a_resolved_config_resolves_again():
     assert resolve(once, 3) == {**once, "ranks": 3}
 
 
-def test_contention_needs_pinned_cores():
-    changes = [{"rank": 1, "mode": "contention", "start": 0}]
-    fails(base(pin_cores=False, scenario={"changes": changes}), "pin_cores")
-
-
-@pytest.mark.parametrize(
-    ("params", "fragment"),
-    [
-        ({"forgetting": "0.9"}, "forgetting"),
-        ({"forgetting": 1.5}, "forgetting"),
-        ({"confirm": 0}, "confirm"),
-        ({"settle": -1}, "settle"),
-        ({"sums": [1]}, "no parameter 'sums'"),
-        ({"drift_slack": -1}, "drift_slack must be"),
-        ({"drifting": [1]}, "no parameter 'drifting'"),
-    ],
-)
-def test_adaptive_parameters_are_checked(params, fragment):
-    fails(base(policy={"name": "adaptive", **params}), fragment)
-
-
 @pytest.mark.parametrize("key", ["drop_last", "pin_cores"])
 @pytest.mark.parametrize("value", ["yes", "true", 1, 0, None])
 def test_bad_booleans(key, value):
@@ -236,56 +196,6 @@ def test_target_accuracy_in_range(value):
 
 def test_target_accuracy_rejects_booleans():
     fails(base(target_accuracy=True), "'target_accuracy'")
-
-
-def test_unknown_policy_lists_the_known_ones():
-    message = fails(base(policy={"name": "fastest"}), "'fastest'", "policy.name")
-    assert set(POLICIES) == {"static", "proportional", "dbs", "controller", "oracle", "adaptive"}
-    for name in POLICIES:
-        assert name in message
-
-
-def test_policy_without_name():
-    fails(base(policy={"gain": 0.5}), "policy.name", "None")
-
-
-@pytest.mark.parametrize("value", ["adaptive", None, ["adaptive"]])
-def test_policy_must_be_a_mapping(value):
-    fails(base(policy=value), "'policy'", "mapping")
-
-
-@pytest.mark.parametrize("name", sorted(set(POLICIES) - {"oracle"}))
-def test_every_policy_resolves_without_parameters(name):
-    assert resolve(base(policy={"name": name}), 3)["policy"] == {"name": name}
-
-
-@pytest.mark.parametrize(
-    ("policy", "fragment"),
-    [
-        ({"name": "static", "gain": 0.5}, "gain"),
-        ({"name": "controller", "gian": 0.5}, "gian"),
-        ({"name": "proportional", "dead_band": 0.1}, "dead_band"),
-        ({"name": "adaptive", "forgeting": 0.9}, "forgeting"),
-    ],
-)
-def test_unknown_policy_parameter(policy, fragment):
-    fails(base(policy=policy), "policy", fragment)
-
-
-@pytest.mark.parametrize(
-    ("policy", "fragment"),
-    [
-        ({"name": "controller", "gain": 2}, "gain"),
-        ({"name": "controller", "dead_band": 1}, "dead_band"),
-        ({"name": "adaptive", "dead_band": -0.1}, "dead_band"),
-        ({"name": "adaptive", "significance": 0}, "significance=0"),
-        ({"name": "adaptive", "significance": 1.5}, "significance=1.5"),
-        ({"name": "oracle", "speeds": [1.0]}, "speed"),
-        ({"name": "oracle", "speeds": [1.0, 0.0]}, "speeds"),
-    ],
-)
-def test_bad_policy_parameter_values(policy, fragment):
-    fails(base(policy=policy), "policy", fragment)
 
 
 @pytest.mark.parametrize(
@@ -314,74 +224,15 @@ def test_too_small_global_batch_names_the_key():
     assert not message.startswith("policy")
 
 
-@pytest.mark.parametrize(
-    ("scenario", "fragment"),
-    [
-        ({"changes": [{"rank": 5, "start": 0, "end": 10, "factor": 2}]},
-         "scenario.changes[0].rank"),
-        ({"changes": [{"rank": 0, "start": 0, "end": 10, "factor": 2},
-                      {"rank": 2, "start": 0, "end": None}]}, "scenario.changes[1].rank"),
-        ({"changes": [{"rank": 0, "start": 10, "end": 10}]}, "scenario.changes[0]"),
-        ({"changes": [{"rank": 0, "start": 0, "end": 1, "factor": 0.5}]},
-         "scenario.changes[0].factor"),
-        ({"changes": [{"rank": 0, "start": 0, "end": 1, "mode": "x"}]},
-         "scenario.changes[0].mode"),
-        ({"changes": [{"rank": 0, "start": 0, "end": 1, "when": 3}]}, "'when'"),
-        ({"slowdown": [1, 2, 3]}, "scenario.slowdown"),
-        ({"slowdown": [1, 0.5]}, "scenario.slowdown"),
-        ({"slowdwn": [1, 2]}, "scenario.slowdwn"),
-        ({"jitter": 0.3, "jitter_draw": -2}, "scenario.jitter_draw"),
-    ],
-)  # fmt: skip
-def test_bad_scenario(scenario, fragment):
-    fails(base(scenario=scenario), fragment, ranks=2)
-
-
 @pytest.mark.parametrize("key", ["scenario", "optimizer"])
 @pytest.mark.parametrize("value", ["none", None, [1, 2]])
 def test_nested_blocks_must_be_mappings(key, value):
     fails(base(**{key: value}), repr(key), "mapping")
 
 
-def test_valid_scenario_passes_through():
-    scenario = {"slowdown": [1, 3], "changes": [{"rank": 1, "factor": 2, "start": 5, "end": None}]}
-    config = resolve(base(scenario=scenario), 2)
-    assert config["scenario"] == scenario
-
-
-def test_oracle_takes_speeds_from_the_static_slowdown():
-    config = resolve(base(policy={"name": "oracle"}, scenario={"slowdown": [1, 4, 2]}), 3)
-    assert config["policy"] == {"name": "oracle", "speeds": [1.0, 0.25, 0.5]}
-
-
-def test_oracle_without_slowdown_gets_equal_speeds():
-    assert resolve(base(policy={"name": "oracle"}), 2)["policy"]["speeds"] == [1.0, 1.0]
-
-
-def test_oracle_keeps_given_speeds():
-    policy = {"name": "oracle", "speeds": [2.0, 1.0]}
-    config = resolve(base(policy=policy, scenario={"slowdown": [1, 4]}), 2)
-    assert config["policy"]["speeds"] == [2.0, 1.0]
-
-
-def test_oracle_with_changes_needs_speeds():
-    changes = [{"rank": 1, "factor": 3, "start": 10, "end": 20}]
-    fails(base(policy={"name": "oracle"}, scenario={"changes": changes}), "policy.speeds")
-    given = base(policy={"name": "oracle", "speeds": [1, 1]}, scenario={"changes": changes})
-    assert resolve(given, 2)["policy"]["speeds"] == [1, 1]
-
-
 @pytest.mark.parametrize("value", [5, ["a"]])
 def test_non_string_dataset(value):
     fails({"dataset": value}, "'dataset'")
-
-
-@pytest.mark.parametrize(
-    "scenario",
-    [{"changes": [{"rank": 0, "start": "5", "end": 10}]}, {"slowdown": 3}],
-)
-def test_scenario_type_errors_become_dynalloc_errors(scenario):
-    fails(base(scenario=scenario), "scenario")
 
 
 @pytest.mark.parametrize(
@@ -401,102 +252,3 @@ def test_total_iterations_and_planned_epochs(iterations, epochs, batches, total,
     config = resolve(base(iterations=iterations, epochs=epochs), 2)
     assert total_iterations(config, batches) == total
     assert planned_epochs(config, batches) == planned
-
-
-def write(tmp_path, text, name="run.yaml"):
-    path = tmp_path / name
-    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
-    return path
-
-
-def test_load_config_reads_a_mapping(tmp_path):
-    path = write(tmp_path, "dataset: data\nglobal_batch: 64\npolicy:\n  name: static\n")
-    assert load_config(path) == {
-        "dataset": "data",
-        "global_batch": 64,
-        "policy": {"name": "static"},
-    }
-    assert load_config(str(path)) == load_config(path)
-
-
-def test_load_config_missing_file(tmp_path):
-    path = tmp_path / "nope.yaml"
-    with pytest.raises(DynallocError, match=re.escape(str(path))) as caught:
-        load_config(path)
-    assert "No such file" in str(caught.value)
-
-
-def test_load_config_on_a_directory(tmp_path):
-    with pytest.raises(DynallocError, match=re.escape(str(tmp_path))):
-        load_config(tmp_path)
-
-
-@pytest.mark.parametrize("text", ["a: [1, 2\n", "a: b: c\n", "key: 'unterminated\n", "\tx: 1\n"])
-def test_load_config_invalid_yaml(tmp_path, text):
-    path = write(tmp_path, text)
-    with pytest.raises(DynallocError, match=re.escape(str(path))) as caught:
-        load_config(path)
-    assert "not valid YAML" in str(caught.value)
-    assert "\n" not in str(caught.value)
-
-
-@pytest.mark.parametrize("text", ["", "# only a comment\n", "- 1\n- 2\n", "42\n", "just text\n"])
-def test_load_config_non_mapping(tmp_path, text):
-    path = write(tmp_path, text)
-    with pytest.raises(DynallocError, match=re.escape(str(path))) as caught:
-        load_config(path)
-    assert "mapping" in str(caught.value)
-
-
-def test_load_config_not_utf8(tmp_path):
-    path = write(tmp_path, b"dataset: \xff\xfe\n")
-    with pytest.raises(DynallocError, match=re.escape(str(path))):
-        load_config(path)
-
-
-# ---- stream (how the ranks read a streamed dataset) and the reads in the scenario ------------
-
-
-def test_stream_defaults_are_filled_and_given_values_normalised():
-    assert resolve(base(), 2)["stream"] == DEFAULTS["stream"]
-    stream = resolve(base(stream={"input_size": 24, "mean": 100, "on_bad_record": "skip"}), 2)
-    assert stream["stream"]["input_size"] == [24, 24]
-    assert stream["stream"]["mean"] == [100.0] and stream["stream"]["on_bad_record"] == "skip"
-    assert stream["stream"]["crop_scale"] == DEFAULTS["stream"]["crop_scale"]
-
-
-@pytest.mark.parametrize(
-    ("stream", "fragment"),
-    [
-        ({"input_size": 0}, "stream.input_size"),
-        ({"crop_scale": [0.5, 2]}, "stream.crop_scale"),
-        ({"crop_ratio": [2, 1]}, "stream.crop_ratio"),
-        ({"flip": "yes"}, "stream.flip"),
-        ({"eval_crop": 0}, "stream.eval_crop"),
-        ({"mean": "x"}, "stream.mean"),
-        ({"std": [1, 0]}, "stream.std"),
-        ({"decode_workers": -1}, "stream.decode_workers"),
-        ({"on_bad_record": "ignore"}, "stream.on_bad_record"),
-        ({"inputsize": 3}, "stream.inputsize"),
-        ([1, 2], "'stream'"),
-    ],
-)
-def test_bad_stream_values_name_the_key(stream, fragment):
-    fails(base(stream=stream), fragment)
-
-
-def test_a_resolved_config_with_a_stream_section_resolves_again():
-    config = resolve(base(stream={"input_size": [8, 12], "std": 50}), 2)
-    assert resolve(config, 2)["stream"] == config["stream"]
-
-
-def test_read_slowdown_and_read_changes_pass_through_and_are_checked():
-    scenario = {
-        "read_slowdown": [1, 3],
-        "changes": [{"rank": 0, "mode": "read", "factor": 2, "start": 0, "end": None}],
-    }
-    assert resolve(base(scenario=scenario), 2)["scenario"] == scenario
-    fails(base(scenario={"read_slowdown": [1, 0.5]}), "scenario.read_slowdown")
-    fails(base(scenario={"read_slowdown": [1, 2, 3]}), "scenario.read_slowdown", "2 ranks")
-    changes = [{"rank": 1, "mode": "read", "factor": 0.9, "start": 0}]
-    fails(base(scenario={"changes": changes}), "scenario.changes[0].factor")

@@ -1,12 +1,15 @@
-"""`dynalloc.experiment.stream_config.check_stream`: the run config's `stream` section, its
-defaults and normal forms, and one DynallocError naming `stream.KEY` for every bad value."""
+"""The run config's `stream` section, by `dynalloc.experiment.stream_config.check_stream` and
+in a whole run config by `resolve`: its defaults and normal forms, and one DynallocError naming
+`stream.KEY` for every bad value."""
 
 import copy
 import math
 
 import pytest
 from dynalloc.errors import DynallocError
+from dynalloc.experiment.run_config import DEFAULTS, resolve
 from dynalloc.experiment.stream_config import STREAM_DEFAULTS, check_stream, default_crop_scale
+from run_configs import base, fails
 
 
 def test_an_empty_section_is_the_defaults():
@@ -107,3 +110,39 @@ def test_small_images_are_not_cropped_to_a_few_pixels_by_default():
     assert check_stream({})["crop_scale"] is None  # resolved once the dataset is open
     assert default_crop_scale(24) == [0.75, 1.0] and default_crop_scale(63) == [0.75, 1.0]
     assert default_crop_scale(64) == [0.08, 1.0] and default_crop_scale(256) == [0.08, 1.0]
+
+
+# ---- the section in a whole run config, through resolve ----------------------------------
+
+
+def test_stream_defaults_are_filled_and_given_values_normalised():
+    assert resolve(base(), 2)["stream"] == DEFAULTS["stream"]
+    stream = resolve(base(stream={"input_size": 24, "mean": 100, "on_bad_record": "skip"}), 2)
+    assert stream["stream"]["input_size"] == [24, 24]
+    assert stream["stream"]["mean"] == [100.0] and stream["stream"]["on_bad_record"] == "skip"
+    assert stream["stream"]["crop_scale"] == DEFAULTS["stream"]["crop_scale"]
+
+
+@pytest.mark.parametrize(
+    ("stream", "fragment"),
+    [
+        ({"input_size": 0}, "stream.input_size"),
+        ({"crop_scale": [0.5, 2]}, "stream.crop_scale"),
+        ({"crop_ratio": [2, 1]}, "stream.crop_ratio"),
+        ({"flip": "yes"}, "stream.flip"),
+        ({"eval_crop": 0}, "stream.eval_crop"),
+        ({"mean": "x"}, "stream.mean"),
+        ({"std": [1, 0]}, "stream.std"),
+        ({"decode_workers": -1}, "stream.decode_workers"),
+        ({"on_bad_record": "ignore"}, "stream.on_bad_record"),
+        ({"inputsize": 3}, "stream.inputsize"),
+        ([1, 2], "'stream'"),
+    ],
+)
+def test_bad_stream_values_name_the_key(stream, fragment):
+    fails(base(stream=stream), fragment)
+
+
+def test_a_resolved_config_with_a_stream_section_resolves_again():
+    config = resolve(base(stream={"input_size": [8, 12], "std": 50}), 2)
+    assert resolve(config, 2)["stream"] == config["stream"]
