@@ -1,6 +1,7 @@
 """Small real inputs for the streamed-dataset tests: images encoded with Pillow, RecordIO pairs
-written with MXNet's own writer (as im2rec writes them), folders of class folders, and the
-`dynalloc stage` command run in-process."""
+written with MXNet's own writer (as im2rec writes them), folders of class folders, the
+`dynalloc stage` command run in-process, a staged dataset opened, and the normalisation staging
+should estimate."""
 
 import io
 import json
@@ -8,6 +9,8 @@ import json
 import numpy as np
 import pytest
 from dynalloc.cli import main
+from dynalloc.data.images import decode_pixels
+from dynalloc.data.streamed import load_streamed
 
 Image = pytest.importorskip("PIL.Image")
 
@@ -69,6 +72,11 @@ def image_folder(root, classes, fmt="PNG", suffix=".png"):
     return root
 
 
+def folder_set(root, rng, counts, shape=(6, 5, 3)):
+    classes = {name: [smooth(rng, shape) for _ in range(n)] for name, n in counts.items()}
+    return image_folder(root, classes), classes
+
+
 def idx_offsets(rec):
     """{key: offset} of a .rec's .idx."""
     lines = rec.with_suffix(".idx").read_text().splitlines()
@@ -82,6 +90,19 @@ def stage(out, *args):
 
 def manifest(out):
     return json.loads((out / "manifest.json").read_text())
+
+
+def opened(out):
+    return load_streamed(out, manifest(out))
+
+
+def true_normalisation(images, channels):
+    """Per-channel mean and std of every pixel of `images` (each at its own size) as
+    `channels` channels: what staging estimates from up to 1000 of them."""
+    pixels = np.concatenate(
+        [decode_pixels(encode(image), channels).reshape(-1, channels) for image in images]
+    ).astype(np.float64)
+    return pixels.mean(axis=0), pixels.std(axis=0)
 
 
 def assert_refused(capfd, code, out, *texts):
