@@ -76,6 +76,12 @@ def launch_command(wildcards, resources):
     return f"{resources.mpi} -n {run['ranks']} {dynalloc} train"
 
 
+def warm_source(wildcards):
+    """The run whose costs a run starts from (`warm_start: {policy: P}`), trained before it."""
+    source = RUNS[wildcards.run].get("warm_from")
+    return [f"{run_dir(source)}/train/iterations.csv"] if source else []
+
+
 def run_priority(wildcards):
     return RUNS[wildcards.run]["priority"]
 

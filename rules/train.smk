@@ -25,6 +25,7 @@ rule train:
     input:
         config=f"{RESULTS}/runs/{{run}}/run.yaml",
         data=staged,
+        warm=warm_source,
     output:
         metrics=f"{RESULTS}/runs/{{run}}/train/metrics.json",
         iterations=f"{RESULTS}/runs/{{run}}/train/iterations.csv",

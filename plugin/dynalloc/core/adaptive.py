@@ -64,6 +64,21 @@ class AdaptivePolicy(Policy):
         self.start_test = EqualSpeedTest(ranks)
         self.holding = True  # the start split, until the ranks are shown to differ
 
+    def warm(self, intercepts, slopes, noise=None):
+        """Start from known costs (a previous run's fit, a cluster file, a probe): each rank's
+        model seeded with `a + c b` around the split those costs balance, and that split taken
+        at once, without the equal split's test; `noise`, the relative spread of the ranks'
+        times, where it is known. The seed weighs a few iterations' data, so measurements
+        overrule it within the forgetting's horizon."""
+        a, c = np.asarray(intercepts, dtype=float), np.asarray(slopes, dtype=float)
+        if a.shape != (self.ranks,) or c.shape != (self.ranks,):
+            raise ValueError(f"a warm start needs costs of {self.ranks} ranks, got {len(a)}")
+        if not (np.isfinite(a) & (a >= 0) & np.isfinite(c) & (c > 0)).all():
+            raise ValueError("a warm start needs intercepts >= 0 and per-sample costs > 0")
+        self.shares = minmax_shares(a, c, self.global_batch, bounds=self.bounds)
+        self.models.seed(a, c, self.shares, None if noise is None else float(noise))
+        self.holding = False
+
     def _next(self, shares, seconds, iteration, epoch):
         used = shares > 0  # an epoch's last batch may leave a rank without samples
         if self.warm_up:
@@ -126,8 +141,13 @@ class AdaptivePolicy(Policy):
     def _warm_up_noise(self, shares, seconds, used):
         """Whether the first iteration's times are MXNet's warm-up (binding the graph, planning
         memory), which makes identical ranks differ by up to a quarter, rather than a difference
-        of speed: only ranks `jump` times apart in per-sample time show through it. Warm-up
-        noise is left out of the models, which start with the next iteration."""
+        of speed: only ranks `jump` times apart show through it, in per-sample time or, after a
+        warm start, against their models (the slowdown the warm-up puts on all ranks divided
+        out). Warm-up noise is left out of the models."""
+        if self.models.complete:  # warm: the models predict the first iteration
+            ratios = seconds[used] / self.models.predict(np.maximum(shares, 1))[used]
+            ratios = ratios / median(ratios)
+            return bool(((ratios < self.jump) & (ratios > 1.0 / self.jump)).all())
         per_sample = seconds[used] / shares[used]
         return per_sample.max() < self.jump * per_sample.min()
 

@@ -22,6 +22,8 @@ import numpy as np
 
 from dynalloc.core.runs import Runs
 
+SEED_OBSERVATIONS = 4  # what a warm start's costs weigh in a fit, in iterations' data
+
 
 class AffineCostModels:
     """Exponentially weighted ridge fits of `t = a + c*b`, one per rank, as arrays.
@@ -112,6 +114,16 @@ class AffineCostModels:
             values, inverse = np.unique(squares, return_inverse=True)
             roots = np.array([value**0.5 for value in values.tolist()])[inverse]
         return 1.25 * self.noise * roots / w  # 1.25: mean absolute error -> std
+
+    def seed(self, intercepts, slopes, shares, noise=None):
+        """Start each rank's fit from a known cost `a + c b`: SEED_OBSERVATIONS exact
+        observations on either side of its share (two shares tell `a` from `c`), weighing what
+        that many iterations would; `noise` replaces the default usual error."""
+        for share in (np.maximum(0.5 * shares, 1.0), np.maximum(1.5 * shares, 2.0)):
+            for _ in range(SEED_OBSERVATIONS // 2):
+                self._add(np.ones(len(shares), dtype=bool), share, intercepts + slopes * share)
+        if noise is not None and np.isfinite(noise):
+            self.noise[:] = max(noise, 1e-3)
 
     def predict(self, shares):
         """Each rank's predicted seconds for its share."""

@@ -63,5 +63,10 @@ class Policy:
         self.shares = np.asarray(self._next(shares, seconds, iteration, epoch), dtype=np.int64)
         return self.shares.copy()
 
+    def warm(self, intercepts, slopes, noise=None):
+        """Start from each rank's known cost `intercepts[r] + slopes[r] * b` (a warm start);
+        only a policy that models costs can."""
+        raise ValueError(f"policy {self.name!r} models no costs: a warm start is adaptive's")
+
     def _next(self, shares, seconds, iteration, epoch):
         raise NotImplementedError

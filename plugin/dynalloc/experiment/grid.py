@@ -8,21 +8,20 @@ before any job starts, and each run gets a readable, stable name and the exact r
 import itertools
 from pathlib import Path
 
-from dynalloc.core.policies import POLICIES
-from dynalloc.core.scenario import Scenario
 from dynalloc.errors import DynallocError
+from dynalloc.experiment.grid_entries import (
+    check_run_policy,
+    policy_config,
+    run_name,
+    scenario_config,
+    warm_start_of,
+)
 from dynalloc.experiment.model_spec import BUILTIN_MODELS, check_model
-from dynalloc.experiment.run_config import DEFAULTS, check_policy
 
 AXES = ("dataset", "model", "policy", "scenario", "ranks", "seed")
 COMPARED_BY = tuple(axis for axis in AXES if axis != "policy")  # runs compared with each other
 STAGE_OPTIONS = ("path", "val_path", "seed", "test_fraction", "samples", "shape", "classes")
 STAGE_FLAGS = ("in_memory",)  # true adds the option, without a value
-BASELINES = {"dist_sync": "baseline"}  # policy kind -> the dynalloc subcommand that trains it
-
-
-def run_name(dataset, model, policy, scenario, ranks, seed):
-    return f"{dataset}-{model}-{policy}-{scenario}-r{ranks}-s{seed}"
 
 
 def expand_runs(config, config_dirs=()):
@@ -47,6 +46,13 @@ def expand_runs(config, config_dirs=()):
                     "dataset, policy or scenario so that names stay unique"
                 )
             runs[name] = run
+    for run in runs.values():
+        source = run.get("warm_from")
+        if source is not None and source not in runs:
+            raise DynallocError(
+                f"policies.{run['axes']['policy']}.warm_start: the grid does not train {source}, "
+                "the run it names"
+            )
     return compared_together(runs)
 
 
@@ -168,6 +174,7 @@ def _expand(config, grid, where, models, python_path):
                 "torch run cannot use (plain DDP is `static` there)"
             )
         scenario_spec = scenario_config(scenario, config["scenarios"][scenario], ranks)
+        policy_spec, warm_from = warm_start_of(policy, policy_spec, point, results)
         if command == "train":
             check_run_policy(policy, policy_spec, scenario_spec, ranks, config["training"])
         labels = {"run": name, "dataset": dataset, "scenario": scenario, "policy": policy}
@@ -197,6 +204,7 @@ def _expand(config, grid, where, models, python_path):
             "command": command,
             "config": run_config,
             "axes": dict(zip(AXES, point, strict=True)),
+            **({"warm_from": warm_from} if warm_from else {}),
         }
     for model in grid["model"]:  # after the names: a collision is the clearer message
         if model not in BUILTIN_MODELS and model not in models:
@@ -206,65 +214,6 @@ def _expand(config, grid, where, models, python_path):
                 f"(defined: {', '.join(models) or 'none'})"
             )
     return runs
-
-
-def policy_config(name, spec):
-    """(dynalloc subcommand, run-config policy) of a `policies` entry: its parameters, and
-    `kind` when the entry is a variant of a policy. The kind `dist_sync` is no allocation
-    policy but MXNet's parameter server (`dynalloc baseline`), which splits equally."""
-    params = dict(spec or {})
-    kind = params.pop("kind", name)
-    if kind in BASELINES:
-        if params:
-            raise DynallocError(f"policies.{name}: {kind} takes no parameters, got {params}")
-        return BASELINES[kind], {"name": "static"}
-    if kind not in POLICIES:
-        raise DynallocError(
-            f"policies.{name}: unknown policy {kind!r}; choose one of "
-            f"{', '.join([*POLICIES, *BASELINES])} (or set kind:)"
-        )
-    return "train", {"name": kind, **params}
-
-
-def check_run_policy(name, policy, scenario, ranks, training):
-    """Make a run's policy now, so that a bad parameter stops the pipeline when it builds the
-    DAG, not once other runs have trained."""
-    config = {**DEFAULTS, **training, "policy": dict(policy)}
-    try:
-        check_policy(config, Scenario(ranks, **scenario))
-    except (DynallocError, ValueError) as error:
-        raise DynallocError(f"policies.{name}: {error}") from None
-
-
-def scenario_config(name, spec, ranks):
-    """Per-rank factors from the `{rank: factor}` form, checked against this run's ranks."""
-    spec = dict(spec or {})
-    factors = _per_rank(name, "slowdown", spec.get("slowdown") or {}, ranks)
-    changes = spec.get("changes") or []
-    for i, change in enumerate(changes):
-        if not 0 <= int(change.get("rank", -1)) < ranks:
-            raise DynallocError(
-                f"scenarios.{name}.changes[{i}].rank {change.get('rank')!r} "
-                f"names no rank of a {ranks}-rank run"
-            )
-    jitter = {key: spec[key] for key in ("jitter", "jitter_draw") if key in spec}
-    reads = {}
-    if spec.get("read_slowdown"):
-        reads["read_slowdown"] = _per_rank(name, "read_slowdown", spec["read_slowdown"], ranks)
-    return {"slowdown": factors, "changes": changes, **jitter, **reads}
-
-
-def _per_rank(name, key, factors, ranks):
-    """[factor of rank 0, ...] from `{rank: factor}`, ranks not named at 1."""
-    listed = [1.0] * ranks
-    for rank, factor in factors.items():
-        if not 0 <= int(rank) < ranks:
-            raise DynallocError(
-                f"scenarios.{name}.{key} names rank {rank}, but a run of this "
-                f"grid has only {ranks} ranks (0..{ranks - 1})"
-            )
-        listed[int(rank)] = float(factor)
-    return listed
 
 
 def stage_arguments(spec):

@@ -16,6 +16,7 @@ from dynalloc.core.shares import check_bounds
 from dynalloc.errors import DynallocError
 from dynalloc.experiment.model_spec import check_model
 from dynalloc.experiment.stream_config import STREAM_DEFAULTS, check_stream
+from dynalloc.experiment.warm_spec import check_warm_start
 
 # Scenario's parameters
 SCENARIO_KEYS = ("slowdown", "read_slowdown", "changes", "jitter", "jitter_draw")
@@ -167,10 +168,13 @@ def check_policy(config, scenario):
             raise DynallocError("policy 'oracle' needs policy.speeds when scenario.changes is set")
         policy["speeds"] = scenario.static_speeds()
     ranks = scenario.ranks
+    warm = check_warm_start(policy.pop("warm_start", None), name, ranks)
     try:
         make_policy(policy, ranks, config["global_batch"], config["min_share"], config["max_share"])
     except ValueError as error:
         raise DynallocError(f"policy: {error}") from None
+    if warm is not None:
+        policy["warm_start"] = warm
 
 
 def total_iterations(config, batches_per_epoch):

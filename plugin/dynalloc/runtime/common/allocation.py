@@ -8,6 +8,7 @@ so that either environment imports it.
 
 import contextlib
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -15,7 +16,10 @@ from dynalloc.core.partition import GlobalBatchSampler
 from dynalloc.core.policies import make_policy
 from dynalloc.core.policy import Policy
 from dynalloc.core.shares import batchnorm_floor
+from dynalloc.core.warm import probe_costs
 from dynalloc.errors import DynallocError, SharedError
+from dynalloc.experiment.warm_spec import PROBE, check_warm_start
+from dynalloc.experiment.warm_start import warm_costs
 from dynalloc.rundir import Row
 from dynalloc.runtime.common.placement import place_process
 from dynalloc.runtime.common.timing import ComputeTimer
@@ -47,6 +51,10 @@ class Allocation:
         self.rank, self.ranks, self.global_batch = rank, ranks, global_batch
         if pin_cores:
             place_process(rank, threads_per_rank, self.set_threads)
+        warm = None
+        if isinstance(policy, Mapping) and "warm_start" in policy:
+            warm = check_warm_start(policy["warm_start"], policy.get("name"), ranks)
+            policy = {k: v for k, v in policy.items() if k != "warm_start"}
         try:
             if batchnorm:
                 min_share = batchnorm_floor(ranks, global_batch, min_share, max_share)
@@ -71,6 +79,11 @@ class Allocation:
                 f"{self.sampler.global_batch}, not {dataset_size} in batches of {global_batch}"
             )
         self.slowdown = slowdown
+        self.probing = warm == PROBE  # the policy's costs come from `probe` before iteration 0
+        self.probe_s = 0.0
+        if warm not in (None, PROBE):
+            costs = warm_costs(warm, ranks)
+            self.policy.warm(costs["intercept_s"], costs["per_sample_s"], costs.get("noise"))
         self.iteration = 0
         self.rows = []
         self.stop_requested = False  # set it on any rank: all agree in the next finish()
@@ -80,9 +93,44 @@ class Allocation:
     def shares(self):
         return self.policy.shares
 
+    def probe(self, forward_backward):
+        """Warm-start the policy (`policy.warm_start: probe`): time `forward_backward(n)`, a
+        forward and backward pass of `n` of this rank's samples, at a small and a larger share
+        of the equal split, on every rank, and start from the costs through those two points
+        (`core.warm.probe_costs`). A first untimed pass is the framework's warm-up, which the
+        first iteration would pay otherwise. The gradients are discarded and the non-trainable
+        state (BatchNorm's statistics) restored, so the training is the same; random draws the
+        passes make (dropout) are the framework's to reseed. Returns its seconds (`probe_s`)."""
+        if not self.probing or self.iteration:
+            raise DynallocError(
+                "probe() is for a run whose policy.warm_start is probe, before its first iteration"
+            )
+        began = time.perf_counter()
+        equal = self.global_batch // self.ranks
+        small, large = max(1, equal // 8), max(2, equal // 2)
+        saved = self.save_state()
+        forward_backward(large)
+        seconds = []
+        factor = 1.0 if self.slowdown is None else float(self.slowdown(0))
+        for n in (small, large):
+            with ComputeTimer(factor, self.wait_for_device) as timer:
+                forward_backward(n)
+            seconds.append(timer.seconds)
+        self.restore_state(saved)
+        self.zero_gradients()
+        measured = self.gather(seconds)
+        self.policy.warm(*probe_costs(small, large, measured[:, 0], measured[:, 1]))
+        self.probing = False
+        self.probe_s = time.perf_counter() - began
+        return self.probe_s
+
     def epoch(self, epoch, start=0):
         """The steps of one epoch from its global batch `start` (a resumed run starts mid-epoch);
         each must be finished before the next is taken."""
+        if self.probing:
+            raise DynallocError(
+                "policy.warm_start is probe: call probe(forward_backward) before the first step"
+            )
         permutation = self.sampler.permutation(epoch)
         last = self.sampler.batches_per_epoch - 1
         for k in range(start, last + 1):
@@ -133,6 +181,20 @@ class Allocation:
 
     def set_threads(self, threads):
         """Let the framework compute with `threads` threads in this process."""
+        raise NotImplementedError
+
+    def gather(self, values):
+        """Every rank's `values` (a few floats), one row per rank, as a numpy array."""
+        raise NotImplementedError
+
+    def save_state(self):
+        """A copy of the non-trainable state (BatchNorm's statistics), for `restore_state`."""
+        raise NotImplementedError
+
+    def restore_state(self, saved):
+        raise NotImplementedError
+
+    def zero_gradients(self):
         raise NotImplementedError
 
 

@@ -37,6 +37,7 @@ class Books:
             "checkpoint_s": 0.0,
             "time_to_target": None,
         }
+        self.probe_s = saved.get("probe_s", 0.0)  # a warm start's probe (in the first epoch)
         self.skipped = list(saved.get("skipped", []))  # bad records other images stood in for
         self.rows = [Row(*row) for row in saved["rows"]]
         self.epoch_rows = [EpochRow(*row) for row in saved["epochs"]]
@@ -73,6 +74,7 @@ class Books:
             "checkpoint_s": self.checkpoint_s,
             "time_to_target": self.time_to_target,
             "skipped": self.skipped,
+            "probe_s": self.probe_s,
         }
 
     def records_skipped(self, names):
@@ -114,6 +116,11 @@ class Books:
             test_accuracy,
         )
 
+    def probed(self, seconds, shares):
+        self.probe_s = seconds
+        log.info("warm start: the probe took %.1f ms; first shares %s", 1e3 * seconds,
+                 shares.tolist())  # fmt: skip
+
     def checkpoint_written(self, path, seconds):
         self.checkpoint_s += seconds
         log.info("checkpoint %s written in %.3f s", path.name, seconds)
@@ -147,6 +154,7 @@ class Books:
             "target_accuracy": self.config["target_accuracy"],
             "time_to_target_s": self.time_to_target,
             "checkpoint_s": self.checkpoint_s,
+            "probe_s": self.probe_s,
             "skipped_records": len(self.skipped),
         }
         rundir.write_json(self.out / rundir.METRICS, metrics)

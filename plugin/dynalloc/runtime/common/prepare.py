@@ -22,6 +22,8 @@ from dynalloc.experiment.run_config import (
     resolve,
     total_iterations,
 )
+from dynalloc.experiment.warm_spec import PROBE
+from dynalloc.experiment.warm_start import warm_costs
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,17 @@ def prepare(config_path, rank, ranks, policy=None):
     except ValueError as error:
         raise DynallocError(f"global_batch: {error}") from None
     total = total_iterations(config, sampler.batches_per_epoch)
+    scenario = Scenario(ranks, **config["scenario"])
+    warm = config["policy"].get("warm_start")
+    if warm not in (None, PROBE):  # known costs, each rank's own, as this run's ranks start
+        factors = [scenario.factor(rank, 0) for rank in range(ranks)]
+        config["policy"]["warm_start"] = warm_costs(warm, ranks, config, factors)
     return Setup(
         config=config,
         data=data,
         input_shape=shape,
         sampler=sampler,
-        scenario=Scenario(ranks, **config["scenario"]),
+        scenario=scenario,
         total=total,
         epochs=planned_epochs(config, sampler.batches_per_epoch),
     )

@@ -29,22 +29,17 @@ from dynalloc.runtime.common.backends import backend_of
 from dynalloc.runtime.common.books import Books
 from dynalloc.runtime.common.contention import burners_for
 from dynalloc.runtime.common.faults import (
-    EXIT_STOPPED,
     Stopped,
-    StopRequest,
-    abort,
     agree,
     fail,
     identity,
 )
 from dynalloc.runtime.common.feed import make_feed
-from dynalloc.runtime.common.job import report_stall
-from dynalloc.runtime.common.peerwatch import PeerWatch
+from dynalloc.runtime.common.guard import RunGuard
 from dynalloc.runtime.common.placement import pin_rank
 from dynalloc.runtime.common.prepare import prepare
 from dynalloc.runtime.common.runlock import RunLock
 from dynalloc.runtime.common.script_run import script_run
-from dynalloc.runtime.common.stall import StallWatch
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +61,8 @@ class Recorder:
         self.dyn = self.net = self.trainer = self.scheduler = None
         self.books = self.burners = None
         self.trained = None  # (epoch, losses, sizes, seconds) of the epoch last trained
-        self.watch = self.stop = self.stall = None
+        self.unbooked_s = 0.0  # seconds spent before the first epoch (a probe), not yet booked
+        self.guard = self.stop = self.stall = None
         self.lock = RunLock(self.out)
 
     @classmethod
@@ -85,16 +81,8 @@ class Recorder:
             fail(error)
         self.resume, self.notes = self.comm.bcast(opened, root=0) or (None, [])
         self.identities = self.comm.allgather(identity())
-        self.stop = StopRequest().__enter__()
-        self.watch = PeerWatch(self.rank, self.identities).__enter__()
-        self.watch.meet(self.comm.allgather(self.watch.pid))
-        self.stall = StallWatch(
-            self.comm,
-            self.identities,
-            self.config["stall_timeout"],
-            self.stop.arrived,
-            self._stalled,
-        )
+        self.guard = RunGuard(self.comm, self.rank, self.identities, self.config["stall_timeout"])
+        self.stop, self.stall = self.guard.stop, self.guard.stall
         return self
 
     def _open(self):
@@ -103,12 +91,6 @@ class Recorder:
         note = self.lock.acquire()
         found, notes = resume.open_run_dir(self.out, self.config)
         return found, [note, *notes] if note else notes
-
-    def _stalled(self):
-        """The stall watch's last act before this rank ends: every rank of the host ends now, so
-        none of them is lost to the peer watches; the job's supervisor hears of it."""
-        self.watch.disarm_host()
-        report_stall()
 
     def __exit__(self, kind, error, trace):
         try:
@@ -120,32 +102,16 @@ class Recorder:
         self.feed.close()
         if self.burners:
             self.burners.stop()
-        if kind is None or isinstance(error, Stopped | SharedError):
-            self.watch.disarm()  # peers that exit after the barrier are done, not lost
-            with self.stall.watching():
-                self.comm.Barrier()
-        self.stall.close()
-        self.stop.__exit__(kind, error, trace)  # after the stall watch, which reads its pipe
-        if kind is None:
-            if self.books:
-                self.books.finish(lambda path: self.backend.save(self.net, path),
-                                  self.dyn.policy.name)  # fmt: skip
-            return False
-        if isinstance(error, Stopped):
-            if self.rank == 0:
-                log.info("%s", error)
-                sys.stderr.write(f"dynalloc train: {error}\n")
-            raise SystemExit(EXIT_STOPPED) from None
-        if isinstance(error, SharedError):
-            fail(error)
-        self.watch.disarm_host()
-        abort(self.comm, self.rank, error, log if self.books else None)
+        if self.guard.end(kind, error, trace, log if self.books else None) and self.books:
+            self.books.finish(lambda path: self.backend.save(self.net, path),
+                              self.dyn.policy.name)  # fmt: skip
         return False
 
-    def start(self, net, trainer, scheduler=None):
+    def start(self, net, trainer, scheduler=None, loss_fn=None):
         """The run's DynamicBatch over `net` and `trainer` (built alike on every rank; under
         PyTorch the optimizer, and its learning-rate scheduler if any), from the checkpoint's
-        state when the run resumes. Returns it."""
+        state when the run resumes. Returns it. `loss_fn`, the loss the loop trains with, is
+        what `policy.warm_start: probe` times a forward and backward pass of."""
         config, setup = self.config, self.setup
         self.net, self.trainer, self.scheduler = net, trainer, scheduler
         if self.resume:
@@ -171,16 +137,34 @@ class Recorder:
             )
         if self.resume:
             self.notes += resume.restore_progress(self.backend, self.dyn, self.resume, config)
-        resume.reseed(self.backend, config, self.dyn.iteration)
+            self.dyn.probing = False  # the policy's own state goes on
+        elif self.dyn.probing:
+            self._probe(net, loss_fn)
+        resume.reseed(self.backend, config, self.dyn.iteration)  # after the probe's draws
         self.burners = burners_for(setup.scenario, self.core)
         if self.rank == 0:
             self.books = Books(self.out, setup, self.resume["books"] if self.resume else None)
+            if self.dyn.probe_s:
+                self.books.probed(self.dyn.probe_s, self.dyn.shares)
             hosts = ", ".join(f"{r}={p}@{h}" for r, (h, p) in enumerate(self.identities))
             log.info("rank pids: %s", hosts)  # to match a launcher's "PID ... killed" to a rank
             for note in self.notes:
                 log.warning("%s", note)
                 sys.stderr.write(f"dynalloc train: {note}\n")
         return self.dyn
+
+    def _probe(self, net, loss_fn):
+        """`policy.warm_start: probe`: a forward and backward pass of the loop's loss, timed on
+        made-up samples of the run's input shape (the costs do not depend on the values)."""
+        if loss_fn is None:
+            raise SharedError(
+                "policy.warm_start: probe times the loop's forward and backward pass: give "
+                "start() the loss, run.start(net, trainer, loss_fn=loss_fn)"
+            )
+        shape, classes = self.setup.input_shape, self.data.classes
+        with self.stall.watching():
+            self.dyn.probe(self.backend.probe_pass(net, loss_fn, shape, classes))
+        self.unbooked_s = self.dyn.probe_s  # part of the first epoch's time
 
     def epochs(self):
         """The epochs still to train, from the resumed one on."""
@@ -200,6 +184,7 @@ class Recorder:
         if self.resume and self.resume["epoch"] == epoch:
             start, progress = self.resume["batch"], self.resume["epoch_progress"]
         losses, sizes, elapsed = list(progress[0]), list(progress[1]), progress[2]
+        elapsed, self.unbooked_s = elapsed + self.unbooked_s, 0.0
         every, total = self.config["checkpoint"]["every"], self.setup.total
         last_batch = self.setup.sampler.batches_per_epoch - 1
         began = time.perf_counter()

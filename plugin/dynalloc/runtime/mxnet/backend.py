@@ -7,8 +7,9 @@ import tempfile
 from pathlib import Path
 
 import mxnet as mx
+import numpy as np
 from mpi4py import MPI
-from mxnet import gluon
+from mxnet import autograd, gluon
 
 from dynalloc.errors import DynallocError
 from dynalloc.runtime.mxnet import loop
@@ -65,6 +66,20 @@ class Backend:
             states = Path(folder) / "trainer.states"
             states.write_bytes(trainer_states)
             trainer.load_states(str(states))
+
+    def probe_pass(self, net, loss_fn, shape, classes):
+        """A forward and backward pass of n made-up samples (`Allocation.probe`); numpy draws
+        them, so MXNet's random state is untouched."""
+        draws = np.random.default_rng(0)
+
+        def forward_backward(n):
+            x = mx.nd.array(draws.standard_normal((n, *shape), dtype=np.float32))
+            y = mx.nd.array(np.arange(n) % classes)
+            with autograd.record():
+                loss = loss_fn(net(x), y)
+            loss.backward()
+
+        return forward_backward
 
     def default_loss(self):
         return gluon.loss.SoftmaxCrossEntropyLoss()

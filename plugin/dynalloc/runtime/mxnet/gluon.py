@@ -154,6 +154,23 @@ class DynamicBatch(Allocation):
     def set_threads(self, threads):
         check_call(_LIB.MXSetNumOMPThreads(ctypes.c_int(threads)))
 
+    def gather(self, values):
+        return self.exchange.allgather(values)
+
+    def save_state(self):
+        mx.nd.waitall()
+        return [tensor.copy() for tensor in self.state.tensors]
+
+    def restore_state(self, saved):
+        mx.nd.waitall()
+        for tensor, values in zip(self.state.tensors, saved, strict=True):
+            tensor[:] = values
+
+    def zero_gradients(self):
+        mx.nd.waitall()
+        for gradients in self.exchange.tensors:
+            gradients[:] = 0.0
+
     def _finish(self, step, loss):
         # Gluon's backward gives the gradient of the sum over a rank's samples: summed over the
         # ranks that is B times the mean's, which trainer.step(B) scales by the optimizer's own

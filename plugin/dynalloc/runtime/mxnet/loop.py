@@ -10,7 +10,7 @@ def train(run, net, trainer, scheduler=None):
     """Train `net` through the Recorder `run` (entered) from its cursor to the end; MXNet's
     schedule is the trainer's (`scheduler`, PyTorch's, is None here)."""
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    run.start(net, trainer)
+    run.start(net, trainer, loss_fn=loss_fn)
     for epoch in run.epochs():
         for step in run.steps(epoch):
             x, y = run.batch(step)

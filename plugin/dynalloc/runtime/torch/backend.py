@@ -76,6 +76,18 @@ class Backend:
         if scheduler is not None and saved["scheduler"] is not None:
             scheduler.load_state_dict(saved["scheduler"])
 
+    def probe_pass(self, net, loss_fn, shape, classes):
+        """A forward and backward pass of n made-up samples (`Allocation.probe`), through the
+        module itself: DDP's wrapper would exchange the probe's gradients."""
+        module, draws = getattr(net, "module", net), np.random.default_rng(0)
+
+        def forward_backward(n):
+            x = torch.from_numpy(draws.standard_normal((n, *shape), dtype=np.float32))
+            y = torch.from_numpy(np.arange(n) % classes)
+            loss_fn(module(x), y).backward()
+
+        return forward_backward
+
     def default_loss(self):
         return torch.nn.CrossEntropyLoss()
 

@@ -161,6 +161,26 @@ class DynamicBatch(Allocation):
     def set_threads(self, threads):
         torch.set_num_threads(threads)
 
+    def gather(self, values):
+        """Over the gloo group of the small gathers, whatever carries the gradients."""
+        mine = torch.tensor(values, dtype=torch.float64)
+        gathered = [torch.empty(len(values), dtype=torch.float64) for _ in range(self.ranks)]
+        dist.all_gather(gathered, mine, group=self.meta)
+        return torch.stack(gathered).numpy()
+
+    def save_state(self):
+        return [b.detach().clone() for b in self.module.buffers() if b.is_floating_point()]
+
+    def restore_state(self, saved):
+        buffers = [b for b in self.module.buffers() if b.is_floating_point()]
+        for buffer, values in zip(buffers, saved, strict=True):
+            buffer.data.copy_(values)
+
+    def zero_gradients(self):
+        for p in self.params:
+            if p.grad is not None:
+                p.grad.zero_()
+
     def average_state(self):
         """Average the floating-point buffers (BatchNorm running statistics, which each rank
         gathers from its own samples) over the ranks, so that every rank evaluates and saves
@@ -185,7 +205,5 @@ class DynamicBatch(Allocation):
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=False)
         busy = step.compute_s + step.data_s
-        mine = torch.tensor([busy, loss, float(self.stop_requested)], dtype=torch.float64)
-        gathered = [torch.empty(3, dtype=torch.float64) for _ in range(self.ranks)]
-        dist.all_gather(gathered, mine, group=self.meta)
-        return self.settle(step, sync_s, torch.stack(gathered).numpy())
+        gathered = self.gather([busy, loss, float(self.stop_requested)])
+        return self.settle(step, sync_s, gathered)

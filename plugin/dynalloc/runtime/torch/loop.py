@@ -7,7 +7,7 @@ from torch import nn
 def train(run, net, optimizer, scheduler):
     """Train `net` through the Recorder `run` (entered) from its cursor to the end."""
     loss_fn = nn.CrossEntropyLoss()
-    run.start(net, optimizer, scheduler)
+    run.start(net, optimizer, scheduler, loss_fn=loss_fn)
     for epoch in run.epochs():
         for step in run.steps(epoch):
             x, y = run.batch(step)
