@@ -25,6 +25,7 @@ parser.add_argument("--ddp", action="store_true")
 parser.add_argument("--slow", nargs="*", default=[], help="RANK=FACTOR")
 parser.add_argument("--loss", default="mean", choices=["mean", "per-sample"])
 parser.add_argument("--epochs", type=int, default=3)
+parser.add_argument("--probe", action="store_true", help="warm-start adaptive from a probe")
 args = parser.parse_args()
 
 rank, ranks = init_process_group()
@@ -37,9 +38,13 @@ data = np.random.default_rng(0)
 x_all = torch.tensor(data.random((600, 1, 8, 8), dtype=np.float32))
 y_all = torch.tensor(data.integers(0, 10, 600))
 factors = {int(r): float(f) for r, f in (s.split("=") for s in args.slow)}
-dyn = DynamicBatch(model, optimizer, len(x_all), 128, policy="adaptive", seed=0,
+policy = {"name": "adaptive", **({"warm_start": "probe"} if args.probe else {})}
+dyn = DynamicBatch(model, optimizer, len(x_all), 128, policy=policy, seed=0,
                    slowdown=lambda iteration: factors.get(rank, 1.0))  # fmt: skip
 loss_fn = nn.CrossEntropyLoss(reduction="none" if args.loss == "per-sample" else "mean")
+if args.probe:  # a forward and backward pass of n samples, through the module itself
+    module = getattr(model, "module", model)
+    dyn.probe(lambda n: loss_fn(module(x_all[:n]), y_all[:n]).mean().backward())
 seen = []
 for epoch in range(args.epochs):
     mine = []

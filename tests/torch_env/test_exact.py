@@ -35,6 +35,16 @@ def test_any_ranks_and_shares_train_the_model_of_one_rank(one_rank, tmp_path, ra
     assert worst < 1e-5, f"max |difference| {worst:.2e}, shares {shares.tolist()}"
 
 
+@pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])
+def test_a_probe_starts_balanced_and_trains_the_model_of_one_rank(one_rank, tmp_path, ddp):
+    out = tmp_path / "run"
+    result = torchrun(2, "loop.py", out, *SLOW, "--probe", *(["--ddp"] if ddp else []))
+    assert result.returncode == 0, result.stderr
+    first = int(np.load(f"{out}.shares.npy")[0])
+    assert first > 64, f"rank 0's first share {first}: the probe did not move the split"
+    assert np.abs(np.load(f"{out}.params.npy") - one_rank).max() < 1e-5
+
+
 def test_mpiexec_starts_the_ranks_too(one_rank, tmp_path):
     out = tmp_path / "run"
     result = mpiexec(3, "loop.py", out, *SLOW, "--ddp")

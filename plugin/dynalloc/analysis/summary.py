@@ -60,7 +60,7 @@ def summarize_run(run_dir):
         "dataset": run.labels.get("dataset", ""),
         "scenario": run.scenario,
         "model": metrics["model"],
-        "policy": run.policy,
+        "policy": run.labels.get("policy", run.policy),  # a variant's name, as the plots
         "ranks": metrics["ranks"],
         "seed": run.config.get("seed"),
         "global_batch": metrics["global_batch"],
