@@ -44,6 +44,7 @@ class Row(NamedTuple):
     slowdown: float  # the emulated slowdown, contention included
     policy: str
     data_s: float = 0.0  # waiting for this rank's samples (decoded, as NDArrays); balanced too
+    read_s: float = 0.0  # the samples' reading, hidden behind the compute by a read-ahead or not
 
 
 class EpochRow(NamedTuple):

@@ -98,6 +98,8 @@ def full_iterations(iterations):
     batch = by_rank["batch_size"].sum(axis=1)
     kept = by_rank[batch == batch.max()].iloc[1:]
     busy = kept["compute_s"] + (kept["data_s"] if "data_s" in iterations else 0.0)
+    if "read_s" in iterations:  # what the policies balance (`Step.timings`)
+        busy = np.maximum(busy, kept["read_s"])
     speeds = (busy / kept["batch_size"]).to_numpy()
     return speeds, kept["epoch"].max(axis=1).to_numpy(), kept.index.to_numpy()
 

@@ -63,6 +63,7 @@ class AdaptivePolicy(Policy):
         self.warm_up = True  # the next update reports MXNet's first iteration
         self.start_test = EqualSpeedTest(ranks)
         self.holding = True  # the start split, until the ranks are shown to differ
+        self.common = 1.0  # the slowdown all ranks shared at the last iteration, as models see it
 
     def warm(self, intercepts, slopes, noise=None):
         """Start from known costs (a previous run's fit, a cluster file, a probe): each rank's
@@ -92,9 +93,15 @@ class AdaptivePolicy(Policy):
         jumped = np.zeros(self.ranks, dtype=bool)
         if models.complete and used.any():
             ratios = seconds / predicted
-            seconds = seconds / median(ratios[used])
+            common = median(ratios[used])
+            seconds = seconds / common
             # A rank whose time doubled or halved against its model changed: no noise does that.
+            # Against the slowdown the ranks shared at the last iteration, as the models see
+            # the times: the models learn times over that slowdown, so their own scale is where
+            # they started, and the whole machine may have drifted from it since.
+            ratios = ratios / self.common
             jumped = (ratios >= self.jump) | (ratios <= 1.0 / self.jump)
+            self.common = common
         needed = 1 if self.settling else models.confirm
         if jumped.any():
             needed = np.where(jumped, 1, needed)

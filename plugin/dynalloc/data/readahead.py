@@ -39,6 +39,7 @@ class Chunk(NamedTuple):
     labels: np.ndarray  # int32
     replaced: list  # (position, bad record's name) where another image stood in for it
     failed: dict  # position -> why it is bad (`on_bad_record: stop`), raised if it is taken
+    done: float  # time.perf_counter() when it was decoded
 
 
 class Decoder:
@@ -65,7 +66,7 @@ class Decoder:
                 failed[int(position)] = str(error)
         if slowdown > 1:
             time.sleep((slowdown - 1) * (time.perf_counter() - began))
-        return Chunk(positions, images, labels, replaced, failed)
+        return Chunk(positions, images, labels, replaced, failed, time.perf_counter())
 
     def _decode(self, split, epoch, position, crop, out, replaced):
         """Decode one sample into `out`; a bad one stops the run, or under `on_bad_record:
@@ -108,12 +109,20 @@ class Decoder:
 
 
 class ReadAhead:
-    """Decoded samples asked for ahead (`request`) and collected when needed (`take`)."""
+    """Decoded samples asked for ahead (`request`) and collected when needed (`take`).
+
+    `read_s`, after each take: how long reading the samples taken took, from the request that
+    queued them (or from the take, for what was not queued) until the last of them was decoded:
+    what the rank's reads cost, whether the read-ahead hid it behind the compute or not. The
+    policies balance it (`runtime.common.allocation`): a read-ahead that hides a slow disk is no
+    reason to give its rank more samples than the disk can deliver in an iteration."""
 
     def __init__(self, decoder, workers):
         self.decoder, self.workers = decoder, workers
         self.pool = ThreadPoolExecutor(workers, "decode") if workers else None
         self.pending = {}  # (split, epoch, position) -> future of the chunk holding it
+        self.asked = {}  # split -> time.perf_counter() of its last request
+        self.read_s = 0.0
         self.moves = deque(maxlen=MOVES_REMEMBERED)
         self.bounds = None
 
@@ -130,6 +139,7 @@ class ReadAhead:
         (each ordered from its boundary outwards) in small chunks, the sides taking turns."""
         if self.pool is None:
             return
+        self.asked[split] = time.perf_counter()
         groups = [c for c in np.array_split(np.asarray(core), self.workers) if len(c)]
         sides = [
             [m[i : i + MARGIN_CHUNK] for i in range(0, len(m), MARGIN_CHUNK)]
@@ -147,8 +157,10 @@ class ReadAhead:
     def take(self, split, epoch, positions, slowdown=1.0):
         """(images, labels, replaced) of `positions` in their order, from what was queued and,
         for the rest, decoded now; then everything else queued is dropped."""
+        began = time.perf_counter()
         positions = np.asarray(positions, dtype=np.int64)
         if not len(positions):
+            self.read_s = 0.0
             empty = np.empty((0, *self.decoder.size, self.decoder.dataset.channels), np.uint8)
             return empty, np.empty(0, np.int32), []
         futures = {}
@@ -159,8 +171,10 @@ class ReadAhead:
         chunks = [f.result() for f in futures.values()]
         have = {int(p) for chunk in chunks for p in chunk.positions}
         missing = [int(p) for p in positions if int(p) not in have]
+        start = self.asked.get(split, began) if chunks else began
         if missing:
             chunks.append(self.decoder.chunk(split, epoch, missing, slowdown))
+        self.read_s = max(chunk.done for chunk in chunks) - start
         self.drop()
         where = {}
         for c, chunk in enumerate(chunks):

@@ -25,7 +25,7 @@ WHOLE = ("iteration", "epoch", "rank", "batch_size")
 @dataclass(frozen=True)
 class RunRecord:
     """A run's config and its rows, one per rank per iteration, in the order of the run, each
-    column an array (`data_s` 0 where the run predates it)."""
+    column an array (`data_s` and `read_s` 0 where the run predates them)."""
 
     path: Path
     config: dict
@@ -39,11 +39,13 @@ class RunRecord:
     iteration_s: np.ndarray
     slowdown: np.ndarray
     data_s: np.ndarray
+    read_s: np.ndarray
 
     @property
     def busy(self):
-        """What the policies balance: the compute and the wait for the share's samples."""
-        return self.compute_s + self.data_s
+        """What the policies balance: the compute and the wait for the share's samples, or
+        their reading where a read-ahead hid a longer one (`Step.timings`)."""
+        return np.maximum(self.compute_s + self.data_s, self.read_s)
 
     def after_warm_up(self):
         """Boolean mask of the rows after the first iteration (the framework's warm-up)."""
@@ -92,7 +94,7 @@ def _read_columns(path):
         raise DynallocError(f"{path} lacks column(s): {', '.join(missing)}")
     if not rows:
         raise DynallocError(f"{path} has no rows")
-    wanted = [*COLUMNS, *(["data_s"] if "data_s" in fields else [])]
+    wanted = [*COLUMNS, *(name for name in ("data_s", "read_s") if name in fields)]
     columns = {}
     for name in wanted:
         try:
@@ -106,14 +108,15 @@ def _read_columns(path):
                 raise DynallocError(f"{path}: column {name} must hold whole numbers >= 0")
             values = values.astype(np.int64)
         columns[name] = values
-    columns.setdefault("data_s", np.zeros(len(rows)))
+    for name in ("data_s", "read_s"):
+        columns.setdefault(name, np.zeros(len(rows)))
     return columns
 
 
 def _check_rows(path, columns, ranks):
     if (columns["slowdown"] <= 0).any():
         raise DynallocError(f"{path}: column slowdown must be > 0 (an emulated slowdown factor)")
-    for name in ("compute_s", "sync_s", "iteration_s", "data_s"):
+    for name in ("compute_s", "sync_s", "iteration_s", "data_s", "read_s"):
         if (columns[name] < 0).any():
             raise DynallocError(f"{path}: column {name} must hold seconds >= 0")
     iteration, rank = columns["iteration"], columns["rank"]

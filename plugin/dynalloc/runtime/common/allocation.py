@@ -140,13 +140,13 @@ class Allocation:
             yield self.Step(self, epoch, k, shares, indices, next_epoch)
 
     def settle(self, step, sync_s, gathered):
-        """End the iteration once the gradients are exchanged and every rank's
-        [busy seconds, mean loss, stop requested] is `gathered` (one row per rank): record
-        this rank's row, feed the policy the next shares, and return the global batch's mean
-        loss (the same number on every rank). What the policy balances is the busy time: a rank
-        slow to get its samples is as slow as one slow to compute on them."""
-        busy_all, losses = gathered[:, 0], gathered[:, 1]
-        self.stopping = bool(gathered[:, 2].any())
+        """End the iteration once the gradients are exchanged and every rank's `step.timings()`
+        and [mean loss, stop requested] are `gathered` (one row per rank): record this rank's
+        row, feed the policy the next shares, and return the global batch's mean loss (the same
+        number on every rank). What the policy balances is each rank's busy time, or its reads
+        where they take longer (`Step.timings`)."""
+        busy_all, balanced, losses = gathered[:, 0], gathered[:, 1], gathered[:, 2]
+        self.stopping = bool(gathered[:, 3].any())
         batch_loss = float(np.dot(losses, step.shares) / np.sum(step.shares))
         if not np.isfinite(batch_loss):
             raise SharedError(
@@ -168,10 +168,11 @@ class Allocation:
                 slowdown=step.slowdown,
                 policy=self.policy.name,
                 data_s=step.data_s,
+                read_s=step.read_s,
             )
         )
         self.iteration += 1
-        self.policy.update(step.shares, busy_all, self.iteration, step.next_epoch)
+        self.policy.update(step.shares, balanced, self.iteration, step.next_epoch)
         return batch_loss
 
     def wait_for_device(self):
@@ -208,6 +209,7 @@ class Step:
         self.iteration = owner.iteration
         self.compute_s = float("nan")
         self.data_s = 0.0  # seconds spent getting this share's samples, if the loop measures it
+        self.read_s = 0.0  # seconds the reading of those samples took, if a read-ahead hid it
         self.loss = None  # the global batch's mean loss, once finished
         self.slowdown = 1.0 if owner.slowdown is None else float(owner.slowdown(self.iteration))
         self.started = time.perf_counter()
@@ -215,6 +217,14 @@ class Step:
     @property
     def share(self):
         return int(self.shares[self.owner.rank])
+
+    def timings(self):
+        """[busy, balanced]: the rank's compute and its wait for the samples; and what the
+        policy balances, the longer of that and the samples' reading: a read-ahead that hides a
+        slow read behind the compute still bounds the share the rank's reads can keep up with,
+        which a rank without reads would not have (ReadAhead.read_s)."""
+        busy = self.compute_s + self.data_s
+        return [busy, max(busy, self.read_s)]
 
     @contextlib.contextmanager
     def compute(self):

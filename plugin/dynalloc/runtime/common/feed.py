@@ -34,6 +34,7 @@ class ArrayFeed:
     def __init__(self, data, tensors):
         self.data, self.tensors = data, tensors
         self.replaced = []
+        self.read_s = 0.0  # rows of a memory map: their reading is the data_s measured
 
     def batch(self, epoch, batch, iteration, shares, indices):
         rows = np.sort(indices)
@@ -76,12 +77,14 @@ class StreamFeed:
         self.ahead = ReadAhead(decoder, workers)
         self.test_size = data.test_size
         self.replaced = []  # the bad records skipped so far (`stream.on_bad_record: skip`)
+        self.read_s = 0.0  # the last batch's reading, hidden or not (`ReadAhead.read_s`)
         self._orders = {}
 
     def batch(self, epoch, batch, iteration, shares, indices):
         slow = self.scenario.read_factor(self.rank, iteration)
         images, labels, replaced = self.ahead.take("train", epoch, indices, slow)
         self.replaced += replaced
+        self.read_s = self.ahead.read_s
         if iteration + 1 < self.total:
             self._read_ahead(epoch, batch, iteration + 1, shares)
         return self.tensors(normalise(images, self.mean, self.std), labels)

@@ -217,10 +217,12 @@ class Recorder:
 
     def batch(self, step):
         """(x, y) of the step's samples as the framework's tensors; the time it took is the
-        step's data_s, which the policy balances with the compute."""
+        step's data_s, which the policy balances with the compute, and the reading behind it,
+        hidden by a read-ahead or not, its read_s."""
         began = time.perf_counter()
         x, y = self.feed.batch(step.epoch, step.batch, step.iteration, step.shares, step.indices)
         step.data_s = time.perf_counter() - began
+        step.read_s = self.feed.read_s
         return x, y
 
     def evaluate(self, net, loss_fn):

@@ -178,6 +178,5 @@ class DynamicBatch(Allocation):
         sync_s = self.exchange.allreduce()
         self.trainer.step(int(np.sum(step.shares)))
         mx.nd.waitall()
-        busy = step.compute_s + step.data_s
-        gathered = self.exchange.allgather([busy, loss, float(self.stop_requested)])
+        gathered = self.gather([*step.timings(), loss, float(self.stop_requested)])
         return self.settle(step, sync_s, gathered)

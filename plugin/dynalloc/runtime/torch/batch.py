@@ -204,6 +204,5 @@ class DynamicBatch(Allocation):
         if self.scheduler is not None:
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=False)
-        busy = step.compute_s + step.data_s
-        gathered = self.gather([busy, loss, float(self.stop_requested)])
+        gathered = self.gather([*step.timings(), loss, float(self.stop_requested)])
         return self.settle(step, sync_s, gathered)
