@@ -106,6 +106,7 @@ def test_run_directory_holds_every_file_of_the_contract(digits, tmp_path):
         "slowdown",
         "policy",
         "data_s",
+        "read_s",
     ]
     n = train_size(digits)
     batches = -(-n // BATCH)  # the last batch smaller
@@ -116,6 +117,7 @@ def test_run_directory_holds_every_file_of_the_contract(digits, tmp_path):
         for r, own in zip(mine, busy, strict=True):
             assert float(r["wait_s"]) == pytest.approx(max(busy) - own)
             assert 0 < float(r["data_s"]) < float(r["iteration_s"])
+            assert float(r["read_s"]) == 0.0  # arrays: their reading is the data_s measured
         assert [float(r["slowdown"]) for r in mine] == [1.0, 2.0]
     epochs = read_rows(run / "epochs.csv")
     assert [int(e["epoch"]) for e in epochs] == [0, 1]
