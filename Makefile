@@ -14,7 +14,7 @@ TORCH := $(TORCH_VENV)/bin
 export OMP_NUM_THREADS := 1
 export MXNET_CPU_WORKER_NTHREADS := 1
 
-.PHONY: help setup setup-torch test test-pipelines test-ranks run lint bench bench-repeats bench-simulate bench-torch bench-data bench-core bench-stream gpu-check clean
+.PHONY: help setup setup-torch test test-cluster test-pipelines test-ranks run lint bench bench-repeats bench-simulate bench-torch bench-data bench-core bench-stream gpu-check clean
 
 help:
 	@echo "make run            the pipeline on config/config.yaml: stage, train on 2 MPI ranks, report"
@@ -67,20 +67,24 @@ $(WORKFLOW_VENV)/.installed: envs/workflow.txt envs/dev.txt pyproject.toml
 # Each environment runs the tests of the rooms it holds (tests/unit mirrors the package): MXNet's
 # env the core, data, experiment, common and mxnet rooms and the MPI, pipeline and cluster tests
 # (the pipeline tests drive the workflow env's snakemake); the workflow env the analysis (numpy 2,
-# no MXNet); the PyTorch env its adapter. Two streams run side by side (make -j2): the pipeline
-# and SLURM tests spend most of their time waiting on snakemake, SLURM and the faults they stage,
-# the rest computes; --output-sync prints each stream's output whole when it ends. The bench smoke
-# tests read Fashion-MNIST and its JPEG files (bench-data: apt-get, as root).
+# no MXNet); the PyTorch env its adapter. Three streams run side by side (make -j3): the SLURM
+# tests and the pipeline tests spend most of their time waiting (on SLURM, snakemake and the
+# faults they stage), the rest computes; one after the other they took 39 minutes here, side by
+# side 34 in two streams. --output-sync prints each stream's output whole when it ends. The
+# bench smoke tests read Fashion-MNIST and its JPEG files (bench-data: apt-get, as root).
 TORCH_TESTS := tests/unit/runtime/torch tests/torch_env
 ANALYSIS_TESTS := tests/unit/analysis
 PYTEST = pytest -q -p no:cacheprovider --basetemp=$(TEST_TMP)/$@
 TEST_TMP ?= /tmp/dynalloc-tests
 test: setup setup-torch bench-data
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-pipelines test-ranks
+	@mkdir -p $(TEST_TMP)
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-cluster test-pipelines test-ranks
 
-# The pipeline and SLURM tests, in one session: both compare with the tiny pipeline it runs once.
+test-cluster:
+	$(TRAIN)/$(PYTEST) tests/cluster
+
 test-pipelines:
-	$(TRAIN)/$(PYTEST) tests/cluster tests/workflow
+	$(TRAIN)/$(PYTEST) tests/workflow
 
 test-ranks:
 	$(TRAIN)/$(PYTEST) tests/unit tests/mpi $(addprefix --ignore=,$(TORCH_TESTS) $(ANALYSIS_TESTS))
