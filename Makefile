@@ -14,7 +14,7 @@ TORCH := $(TORCH_VENV)/bin
 export OMP_NUM_THREADS := 1
 export MXNET_CPU_WORKER_NTHREADS := 1
 
-.PHONY: help setup setup-torch test test-cluster test-pipelines test-ranks run lint bench bench-repeats bench-simulate bench-torch bench-data bench-core bench-stream gpu-check clean
+.PHONY: help setup setup-torch test test-cluster test-pipelines test-ranks run lint bench bench-repeats bench-simulate bench-torch bench-data bench-core bench-stream bench-warm gpu-check clean
 
 help:
 	@echo "make run            the pipeline on config/config.yaml: stage, train on 2 MPI ranks, report"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench-torch    the PyTorch adapter against plain DDP and the MXNet path (~6 min)"
 	@echo "make bench-data     Fashion-MNIST (Debian's package), and as JPEG RecordIO and image folders"
 	@echo "make bench-stream   streamed datasets vs in-memory: samples/s, memory, staging (~20 min)"
+	@echo "make bench-warm     warm starts: simulated on a real 4-GPU profile, and make run's run (~4 min)"
 	@echo "make gpu-check      the PyTorch adapter on a CUDA GPU: exactness, timing, vs DDP (a few min)"
 
 setup: $(TRAIN_VENV)/.installed $(WORKFLOW_VENV)/.installed
@@ -163,6 +164,11 @@ bench-torch: setup setup-torch data/mnist5k/manifest.json
 
 # $(call elapsed,DIR,START): the seconds since START into DIR/elapsed_s, for the report's header.
 elapsed = echo $$(( $$(date +%s) - $(2) )) > $(1)/elapsed_s.tmp && mv $(1)/elapsed_s.tmp $(1)/elapsed_s
+
+# Warm starts (benchmarks/bench_warm.py): simulated on LBB's measured 4-GPU profile against the
+# exact optimum, and make run's adaptive run cold, warm from the cold run, and from a probe.
+bench-warm: setup data/mnist5k/manifest.json
+	$(TRAIN)/python benchmarks/bench_warm.py --dataset data/mnist5k --out runs/bench-warm
 
 bench-core: setup data/mnist5k/manifest.json
 	$(TRAIN)/python benchmarks/bench_core.py --dataset data/mnist5k --out runs/bench-core --repeats 2

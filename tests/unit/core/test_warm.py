@@ -6,9 +6,15 @@ import pytest
 from dynalloc.core.cluster_file import parse_cluster
 from dynalloc.core.costs import AffineCost, TableCost
 from dynalloc.core.policies import make_policy
-from dynalloc.core.shares import minmax_shares
+from dynalloc.core.shares import minmax_shares, share_bounds
 from dynalloc.core.simulate import Optimum, project, simulate
-from dynalloc.core.warm import cluster_costs, probe_costs, tangents
+from dynalloc.core.warm import (
+    cluster_costs,
+    first_probe,
+    probe_costs,
+    second_probe,
+    tangents,
+)
 
 A, C = np.array([0.015, 0.015, 0.016, 0.05]), np.array([0.001, 0.001, 0.0011, 0.0085])
 
@@ -81,8 +87,15 @@ def test_a_clusters_costs_start_at_its_exact_split():
 
 
 def test_a_probe_gives_the_line_through_its_two_points():
-    a, c = probe_costs(16, 64, [0.02, 0.2], [0.05, 0.6])
-    assert c.tolist() == pytest.approx([0.03 / 48, 0.4 / 48])
-    assert a.tolist() == pytest.approx([0.02 - 16 * 0.03 / 48, 0.2 - 16 * 0.4 / 48])
-    with pytest.raises(ValueError, match="larger share after a smaller"):
-        probe_costs(64, 16, [0.1], [0.2])
+    a, c = probe_costs(16, [64, 8], [0.02, 0.2], [0.05, 0.1])
+    assert c.tolist() == pytest.approx([0.03 / 48, 0.1 / 8])
+    assert a.tolist() == pytest.approx([0.02 - 16 * 0.03 / 48, 0.2 - 16 * 0.1 / 8])
+    with pytest.raises(ValueError, match="two different shares"):
+        probe_costs(16, [16], [0.1], [0.2])
+
+
+def test_the_second_probe_is_where_the_first_puts_each_ranks_share():
+    assert first_probe(512, 4) == 16 and first_probe(8, 4) == 1
+    second = second_probe(16, [0.025, 0.025, 0.031, 0.164], 512, share_bounds(4, 512))
+    assert second.sum() == 512 and second[3] < 0.1 * 512 < second[0]
+    assert second_probe(4, [1.0, 1.0], 8, share_bounds(2, 8)).tolist() == [5, 5]  # never 4

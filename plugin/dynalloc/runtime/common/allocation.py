@@ -16,7 +16,7 @@ from dynalloc.core.partition import GlobalBatchSampler
 from dynalloc.core.policies import make_policy
 from dynalloc.core.policy import Policy
 from dynalloc.core.shares import batchnorm_floor
-from dynalloc.core.warm import probe_costs
+from dynalloc.core.warm import first_probe, probe_costs, second_probe
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.experiment.warm_spec import PROBE, check_warm_start
 from dynalloc.experiment.warm_start import warm_costs
@@ -95,34 +95,36 @@ class Allocation:
 
     def probe(self, forward_backward):
         """Warm-start the policy (`policy.warm_start: probe`): time `forward_backward(n)`, a
-        forward and backward pass of `n` of this rank's samples, at a small and a larger share
-        of the equal split, on every rank, and start from the costs through those two points
-        (`core.warm.probe_costs`). A first untimed pass is the framework's warm-up, which the
-        first iteration would pay otherwise. The gradients are discarded and the non-trainable
-        state (BatchNorm's statistics) restored, so the training is the same; random draws the
-        passes make (dropout) are the framework's to reseed. Returns its seconds (`probe_s`)."""
+        forward and backward pass of `n` of this rank's samples, on every rank at two shares
+        (`core.warm.first_probe`, `second_probe`: the second where the speeds the first showed
+        put the rank's share), and start from the line through those two points. A first
+        untimed pass is the framework's warm-up, which the first iteration would pay otherwise.
+        The gradients are discarded and the non-trainable state (BatchNorm's statistics)
+        restored, so the training is the same; random draws the passes make (dropout) are the
+        framework's to reseed. Returns its seconds (`probe_s`)."""
         if not self.probing or self.iteration:
             raise DynallocError(
                 "probe() is for a run whose policy.warm_start is probe, before its first iteration"
             )
         began = time.perf_counter()
-        equal = self.global_batch // self.ranks
-        small, large = max(1, equal // 8), max(2, equal // 2)
+        first = first_probe(self.global_batch, self.ranks)
         saved = self.save_state()
-        forward_backward(large)
-        seconds = []
-        factor = 1.0 if self.slowdown is None else float(self.slowdown(0))
-        for n in (small, large):
-            with ComputeTimer(factor, self.wait_for_device) as timer:
-                forward_backward(n)
-            seconds.append(timer.seconds)
+        forward_backward(first)
+        first_s = self.gather([self._timed(forward_backward, first)])[:, 0]
+        second = second_probe(first, first_s, self.global_batch, self.policy.bounds)
+        second_s = self.gather([self._timed(forward_backward, int(second[self.rank]))])[:, 0]
         self.restore_state(saved)
         self.zero_gradients()
-        measured = self.gather(seconds)
-        self.policy.warm(*probe_costs(small, large, measured[:, 0], measured[:, 1]))
+        self.policy.warm(*probe_costs(first, second, first_s, second_s))
         self.probing = False
         self.probe_s = time.perf_counter() - began
         return self.probe_s
+
+    def _timed(self, forward_backward, n):
+        factor = 1.0 if self.slowdown is None else float(self.slowdown(0))
+        with ComputeTimer(factor, self.wait_for_device) as timer:
+            forward_backward(n)
+        return timer.seconds
 
     def epoch(self, epoch, start=0):
         """The steps of one epoch from its global batch `start` (a resumed run starts mid-epoch);
