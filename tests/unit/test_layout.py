@@ -228,3 +228,11 @@ def test_the_two_frameworks_never_load_each_other():
         if not name.startswith("dynalloc.runtime.torch") and "torch" in tops:
             wrong.append(f"{name} imports torch outside runtime/torch")
     assert not wrong, wrong
+
+
+def test_every_test_module_has_a_name_of_its_own():
+    """pytest imports test modules by their base name (its folders are no packages): two of one
+    name in one session stop its collection."""
+    tests = Path(__file__).parents[1]
+    names = [path.name for path in tests.rglob("*.py") if path.name != "conftest.py"]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
