@@ -71,8 +71,10 @@ $(WORKFLOW_VENV)/.installed: envs/workflow.txt envs/dev.txt pyproject.toml
 # no MXNet); the PyTorch env its adapter. Three streams run side by side (make -j3): the SLURM
 # tests and the pipeline tests spend most of their time waiting (on SLURM, snakemake and the
 # faults they stage), the rest computes; one after the other they took 39 minutes here, side by
-# side 34 in two streams. --output-sync prints each stream's output whole when it ends. The
-# bench smoke tests read Fashion-MNIST and its JPEG files (bench-data: apt-get, as root).
+# side 27. --output-sync prints each stream's output whole when it ends. The tests marked quiet
+# measure what the machine's speed does to a run, which the other streams' load would blur:
+# they run alone, last. The bench smoke tests read Fashion-MNIST and its JPEG files (bench-data:
+# apt-get, as root).
 TORCH_TESTS := tests/unit/runtime/torch tests/torch_env
 ANALYSIS_TESTS := tests/unit/analysis
 PYTEST = pytest -q -p no:cacheprovider --basetemp=$(TEST_TMP)/$@
@@ -80,6 +82,7 @@ TEST_TMP ?= /tmp/dynalloc-tests
 test: setup setup-torch bench-data
 	@mkdir -p $(TEST_TMP)
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-cluster test-pipelines test-ranks
+	$(TRAIN)/$(PYTEST) -m quiet tests/mpi
 
 test-cluster:
 	$(TRAIN)/$(PYTEST) tests/cluster
@@ -88,7 +91,8 @@ test-pipelines:
 	$(TRAIN)/$(PYTEST) tests/workflow
 
 test-ranks:
-	$(TRAIN)/$(PYTEST) tests/unit tests/mpi $(addprefix --ignore=,$(TORCH_TESTS) $(ANALYSIS_TESTS))
+	$(TRAIN)/$(PYTEST) -m "not quiet" tests/unit tests/mpi \
+	  $(addprefix --ignore=,$(TORCH_TESTS) $(ANALYSIS_TESTS))
 	$(WORKFLOW)/$(PYTEST)-analysis $(ANALYSIS_TESTS)
 	$(TORCH)/$(PYTEST)-torch $(TORCH_TESTS)
 

@@ -93,9 +93,14 @@ def test_a_rank_whose_reads_are_slower_gets_a_smaller_share(streamed_digits, tmp
     share = {
         rank: np.mean([int(r["batch_size"]) for r in late if r["rank"] == rank]) for rank in "01"
     }
-    data = {rank: np.mean([float(r["data_s"]) for r in late if r["rank"] == rank]) for rank in "01"}
-    print(f"late shares {share}, data_s {data}")
-    assert share["1"] < 0.4 * 60 and data["1"] > data["0"]
+    reads = {  # seconds a sample, from the read-ahead's request to its decoding
+        rank: np.mean(
+            [float(r["read_s"]) / int(r["batch_size"]) for r in late if r["rank"] == rank]
+        )
+        for rank in "01"
+    }
+    print(f"late shares {share}, read_s a sample {reads}")
+    assert share["1"] < 0.4 * 60 and reads["1"] > reads["0"]
 
 
 def damaged_copy(staged, tmp_path):
@@ -152,6 +157,7 @@ def test_a_bad_record_is_skipped_counted_and_named_when_asked(streamed_digits, t
 BENCH_96 = ROOT / "data" / "bench-stream" / "96x96"
 
 
+@pytest.mark.quiet  # a machine whose load changes changes the ranks' speeds, and the shares
 @pytest.mark.skipif(not (BENCH_96 / "train.rec").exists(), reason="make bench-data writes it")
 def test_shares_settle_when_a_read_ahead_hides_part_of_a_slow_read(tmp_path):
     """96x96 JPEGs read into 28x28 for a small MLP, rank 1 reading 3x slower: the read-ahead

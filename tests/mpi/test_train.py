@@ -239,6 +239,7 @@ def test_diverging_loss_stops_with_the_iteration_named(digits, tmp_path):
     assert not (tmp_path / "run" / "metrics.json").exists()
 
 
+@pytest.mark.quiet  # other tests' load on the cores would blur the burners' slowdown
 def test_contention_slows_the_rank_for_its_span_and_leaves_no_process(digits, tmp_path):
     import subprocess
 
