@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import yaml
 from dynalloc.data.dataset import open_dataset
+from dynalloc.data.images import BadImage, decode_pixels
 from helpers import ROOT, dynalloc, parameters, read_rows
 
 pytestmark = pytest.mark.mpi
@@ -103,55 +104,109 @@ def test_a_rank_whose_reads_are_slower_gets_a_smaller_share(streamed_digits, tmp
     assert share["1"] < 0.4 * 60 and reads["1"] > reads["0"]
 
 
-def damaged_copy(staged, tmp_path):
-    """A copy of the staged dataset and its .rec in which record 7's JPEG begins with zeros
-    (framing, header and label intact); returns (staged copy, the record's name)."""
+OVERWRITE = b"\x13\x37\x42\x00\x11\x22\x33\x44"
+
+
+def damaged_copy(staged, tmp_path, how="zeros", split=None):
+    """A copy of the staged dataset and its .rec in which one JPEG is damaged, its framing,
+    header and label intact: `zeros` at its start (no JPEG starts there any more), or
+    `overwritten` entropy-coded bytes, its markers, size and end intact (it decodes, to wrong
+    pixels, and libjpeg says so only on fd 2). The record is key 7, or with `split` the fourth
+    of that split. Returns (staged copy, the record's name)."""
     data = open_dataset(staged)
     source = data.manifest["files"][0]
     rec = tmp_path / "damaged.rec"
     shutil.copy(source["path"], rec)
     shutil.copy(source["index"], rec.with_suffix(".idx"))
-    split, position = next(
-        (s, int(np.flatnonzero(data.index[s]["key"] == 7)[0]))
-        for s in ("train", "test")
-        if (data.index[s]["key"] == 7).any()
-    )
+    if split is None:
+        split, position = next(
+            (s, int(np.flatnonzero(data.index[s]["key"] == 7)[0]))
+            for s in ("train", "test")
+            if (data.index[s]["key"] == 7).any()
+        )
+    else:
+        position = 3
     row = data.index[split][position]
+    start = int(row["offset"]) + 8 + 24  # past the framing and the IRHeader
     with open(rec, "r+b") as handle:
-        handle.seek(int(row["offset"]) + 8 + 24)  # past the framing and the IRHeader
-        handle.write(b"\x00" * 40)  # no JPEG starts here any more
+        handle.seek(start)
+        jpeg = handle.read(int(row["length"]) - 24)
+        at = 0 if how == "zeros" else overwritten_at(jpeg)
+        handle.seek(start + at)
+        handle.write(b"\x00" * 40 if how == "zeros" else OVERWRITE)
     copy = tmp_path / "staged"
     shutil.copytree(staged, copy)
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["files"][0].update(path=str(rec), index=str(rec.with_suffix(".idx")))
     (copy / "manifest.json").write_text(json.dumps(manifest))
-    return copy, f"{rec}: record 7"
+    return copy, f"{rec}: record {int(row['key'])}"
 
 
-def test_a_bad_record_stops_the_run_with_its_name(streamed_digits, tmp_path):
-    damaged, name = damaged_copy(streamed_digits, tmp_path)
+def overwritten_at(jpeg):
+    """Where in its scan overwriting a few bytes makes `jpeg` decode with libjpeg's complaint
+    (not every place does: some only change the pixels)."""
+    scan, end = jpeg.rfind(b"\xff\xda"), jpeg.rfind(b"\xff\xd9")
+    for at in range(scan + 20, end - len(OVERWRITE), 7):
+        trial = jpeg[:at] + OVERWRITE + jpeg[at + len(OVERWRITE) :]
+        try:
+            decode_pixels(trial, 3)
+        except BadImage:
+            return at
+    raise AssertionError("no overwrite of this JPEG makes its decoder complain")
+
+
+@pytest.mark.parametrize("how", ["zeros", "overwritten"])
+def test_a_bad_record_stops_the_run_with_its_name(streamed_digits, tmp_path, how):
+    damaged, name = damaged_copy(streamed_digits, tmp_path, how)
     config = write_config(tmp_path, "stop", damaged, iterations=30)
     result = dynalloc("train", "--config", config, "--out", tmp_path / "stop", ranks=2)
     assert result.returncode != 0
     assert name in result.stderr and "on_bad_record: skip" in result.stderr, result.stderr
+    loose = [line for line in result.stderr.splitlines() if "JPEG" in line and name not in line]
+    assert not loose, loose  # the decoder's own words only inside the line naming the record
     assert not (tmp_path / "stop" / "metrics.json").exists()
 
 
-def test_a_bad_record_is_skipped_counted_and_named_when_asked(streamed_digits, tmp_path):
-    damaged, name = damaged_copy(streamed_digits, tmp_path)
+@pytest.mark.parametrize("how", ["zeros", "overwritten"])
+def test_a_bad_record_is_skipped_counted_and_named_when_asked(streamed_digits, tmp_path, how):
+    damaged, name = damaged_copy(streamed_digits, tmp_path, how)
     config = write_config(
         tmp_path, "skip", damaged, iterations=30, stream={**STREAM, "on_bad_record": "skip"}
     )
     train(config, tmp_path / "skip", 2)
     metrics = json.loads((tmp_path / "skip" / "metrics.json").read_text())
     assert metrics["skipped_records"] >= 1
-    assert f"skipped a bad record: {name}" in (tmp_path / "skip" / "train.log").read_text()
+    log = (tmp_path / "skip" / "train.log").read_text()
+    assert f"skipped a bad record: {name}" in log
     rows = read_rows(tmp_path / "skip" / "iterations.csv")
     sizes = {}
     for r in rows:
         sizes[r["iteration"]] = sizes.get(r["iteration"], 0) + int(r["batch_size"])
     last = open_dataset(damaged).train_size % 60
     assert set(sizes.values()) <= {60, last}  # the shares still sum to the global batch
+
+
+def test_a_bad_image_met_in_evaluation_is_said_once(streamed_digits, tmp_path):
+    """Stopping, the one line of the rank that met it; skipping, named and counted once over
+    two epochs' evaluations."""
+    damaged, name = damaged_copy(streamed_digits, tmp_path, "overwritten", split="test")
+    config = write_config(tmp_path, "stop", damaged, iterations=None, epochs=2)
+    result = dynalloc("train", "--config", config, "--out", tmp_path / "stop", ranks=2)
+    assert result.returncode != 0
+    assert sum(name in line for line in result.stderr.splitlines()) == 1, result.stderr
+    skip = {**STREAM, "on_bad_record": "skip"}
+    config = write_config(tmp_path, "skip", damaged, iterations=None, epochs=2, stream=skip)
+    train(config, tmp_path / "skip", 2)
+    assert json.loads((tmp_path / "skip" / "metrics.json").read_text())["skipped_records"] == 1
+    assert (tmp_path / "skip" / "train.log").read_text().count(name) == 1
+
+
+def test_verify_names_an_image_its_decoder_calls_damaged(streamed_digits, tmp_path):
+    damaged, name = damaged_copy(streamed_digits, tmp_path, "overwritten")
+    result = dynalloc("verify", damaged, "--workers", "1")
+    assert result.returncode == 2, result.stdout
+    assert f"{name}: a damaged image, which decodes to wrong pixels (Corrupt JPEG" in result.stderr
+    assert "all readable" not in result.stdout
 
 
 BENCH_96 = ROOT / "data" / "bench-stream" / "96x96"

@@ -13,6 +13,7 @@ import os
 import struct
 import sys
 import tempfile
+import threading
 
 import numpy as np
 
@@ -53,18 +54,33 @@ def image_info(head):
     return None
 
 
-def decode_pixels(payload, channels):
+def decode_pixels(payload, channels, said=None):
     """(H, W, channels) uint8 pixels (RGB order) of an encoded JPEG or PNG at its own size; an
-    image that does not decode, or is cut short, raises BadImage."""
+    image that does not decode, is cut short, or that its decoder calls damaged while decoding
+    it (`DAMAGE`) raises BadImage. What else the decoder says goes to `said` (a list) when
+    given, else to stderr."""
     problem = _not_whole(payload)
     if problem:
         raise BadImage(f"cannot decode the image ({problem})")
     cv2 = _opencv()
     flags = cv2.IMREAD_GRAYSCALE if channels == 1 else cv2.IMREAD_COLOR
     # The pixels as stored, as the header staging read describes them: no EXIF rotation.
-    image = cv2.imdecode(np.frombuffer(payload, np.uint8), flags | cv2.IMREAD_IGNORE_ORIENTATION)
+    image, lines = decoded_and_said(
+        lambda: cv2.imdecode(
+            np.frombuffer(payload, np.uint8), flags | cv2.IMREAD_IGNORE_ORIENTATION
+        )
+    )
+    damage = damage_in(lines)
     if image is None:
-        raise BadImage("cannot decode the image (not a complete JPEG or PNG)")
+        raise BadImage(
+            f"cannot decode the image ({'; '.join(damage) or 'not a complete JPEG or PNG'})"
+        )
+    if damage:
+        raise BadImage(f"a damaged image, which decodes to wrong pixels ({'; '.join(damage)})")
+    if said is not None:
+        said += lines
+    elif lines:
+        print("\n".join(lines), file=sys.stderr)
     if channels == 3:
         image = image[:, :, ::-1]  # OpenCV's BGR
     return image.reshape(*image.shape[:2], channels)
@@ -120,29 +136,41 @@ def _opencv():
     return cv2
 
 
-class DecoderMessages:
-    """File descriptor 2, where libpng and libjpeg print, routed into a temporary file while
-    the images decode, so that their messages become part of one error line (or are passed on
-    with the file's name), not loose lines in the log."""
+# Damage that libjpeg and libpng report only as a line on file descriptor 2 while the image
+# still decodes, to wrong pixels: entropy-coded bytes overwritten, a stream cut, a CRC wrong.
+DAMAGE = ("Corrupt JPEG data", "Premature end of JPEG file", "Invalid SOS parameters",
+          "libpng error", "CRC error", "IDAT")  # fmt: skip
+_CAPTURE = threading.Lock()  # fd 2 is the process's: one decode at a time says what it said
+_sink = None
 
-    def __enter__(self):
-        self.passed_on = []
-        self._read = 0
+
+def decoded_and_said(decode):
+    """(what `decode()` returned, the lines the decoder printed meanwhile): file descriptor 2,
+    where libjpeg and libpng print, routed into a file of this process's for the call. The
+    decode threads take turns here, for the decode itself only (the crop, the resize and the
+    read-ahead overlap), since nothing else tells which image a line of libjpeg's was about."""
+    global _sink
+    with _CAPTURE:
+        if _sink is None:  # kept open for the process's life, emptied after each decode
+            _sink = tempfile.TemporaryFile()  # noqa: SIM115
+        fd = _sink.fileno()
         sys.stderr.flush()
-        self._sink = tempfile.TemporaryFile()
-        self._saved = os.dup(2)
-        os.dup2(self._sink.fileno(), 2)
-        return self
+        saved = os.dup(2)
+        os.dup2(fd, 2)
+        try:
+            result = decode()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        size = os.fstat(fd).st_size
+        text = os.pread(fd, size, 0) if size else b""
+        if size:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)  # fd 2 wrote through the same offset
+    lines = [line.strip() for line in text.decode(errors="replace").splitlines()]
+    return result, [line for line in lines if line]
 
-    def since_last(self):
-        """The non-empty lines printed since the last call."""
-        size = os.fstat(self._sink.fileno()).st_size
-        text = os.pread(self._sink.fileno(), size - self._read, self._read)
-        self._read = size
-        return [line.strip() for line in text.decode(errors="replace").splitlines() if line.strip()]
 
-    def __exit__(self, *exc_info):
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        self._sink.close()
-        return False
+def damage_in(lines):
+    """The lines of a decoder's that say its image is damaged."""
+    return [line for line in lines if any(mark in line for mark in DAMAGE)]

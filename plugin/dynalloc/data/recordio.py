@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from dynalloc.data.images import JPEG_START, PNG_SIGNATURE, DecoderMessages
+from dynalloc.data.images import JPEG_START, PNG_SIGNATURE, damage_in, decoded_and_said
 from dynalloc.data.records import read_pair
 from dynalloc.data.source import SourceData, stratified_split
 from dynalloc.errors import DynallocError
@@ -75,38 +75,37 @@ def _decode_images(mx, rec_path, keys, payloads):
 
     MXNet's decoder does not always fail on a damaged image: a PNG cut after its header, or a
     JPEG cut anywhere, can come back as an image of the right size filled with zeros or grey.
-    So an image must also end as its format requires, and an error that libpng reports on fd 2
-    while decoding it rejects it; anything else printed there is passed on after the decoding.
+    So an image must also end as its format requires, and damage that libjpeg or libpng
+    reports on fd 2 while decoding it rejects it (`images.DAMAGE`); anything else printed there
+    is passed on after the decoding.
     """
     channels = 1 if all(_encoded_channels(payload) == 1 for payload in payloads) else 3
-    images = None
-    with DecoderMessages() as messages:
-        for i, (key, payload) in enumerate(zip(keys, payloads, strict=True)):
-            problem = _incomplete(payload)
-            if problem is None:
-                try:
-                    image = mx.image.imdecode(payload, flag=int(channels == 3)).asnumpy()
-                except (mx.base.MXNetError, ValueError):
-                    problem = "not a decodable image"
-                said = messages.since_last()
-                errors = [line for line in said if line.startswith("libpng error")]
-                if errors:
-                    problem = "; ".join(errors)
-                messages.passed_on.extend(line for line in said if line not in errors)
-            if problem is not None:
-                raise DynallocError(
-                    f"{rec_path}: record {key}: cannot decode the image ({problem})"
+    images, notes = None, []
+    for i, (key, payload) in enumerate(zip(keys, payloads, strict=True)):
+        problem = _incomplete(payload)
+        if problem is None:
+            try:
+                image, said = decoded_and_said(
+                    lambda p=payload: mx.image.imdecode(p, flag=int(channels == 3)).asnumpy()
                 )
-            if images is None:
-                first_key, (height, width) = key, image.shape[:2]
-                images = np.empty((len(payloads), channels, height, width), dtype=np.uint8)
-            if image.shape[:2] != (height, width):
-                raise DynallocError(
-                    f"{rec_path}: record {key} is {image.shape[0]}x{image.shape[1]} pixels, but "
-                    f"record {first_key} is {height}x{width}; all images need one size"
-                )
-            images[i] = image.transpose(2, 0, 1)
-    for line in messages.passed_on:  # warnings about images that did decode
+            except (mx.base.MXNetError, ValueError):
+                image, said, problem = None, [], "not a decodable image"
+            errors = damage_in(said)
+            if errors:
+                problem = "; ".join(errors)
+            notes += [line for line in said if line not in errors]
+        if problem is not None:
+            raise DynallocError(f"{rec_path}: record {key}: cannot decode the image ({problem})")
+        if images is None:
+            first_key, (height, width) = key, image.shape[:2]
+            images = np.empty((len(payloads), channels, height, width), dtype=np.uint8)
+        if image.shape[:2] != (height, width):
+            raise DynallocError(
+                f"{rec_path}: record {key} is {image.shape[0]}x{image.shape[1]} pixels, but "
+                f"record {first_key} is {height}x{width}; all images need one size"
+            )
+        images[i] = image.transpose(2, 0, 1)
+    for line in notes:  # what the decoder said of images that did decode
         print(f"{rec_path}: {line}", file=sys.stderr)
     return images
 

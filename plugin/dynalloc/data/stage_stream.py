@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from dynalloc.data.catalogue import catalogue_images, catalogue_recordio
-from dynalloc.data.images import BadImage, DecoderMessages, decode_pixels
+from dynalloc.data.images import BadImage, decode_pixels
 from dynalloc.data.records import BadRecord
 from dynalloc.data.source import OWN_SPLIT, stratified_split
 from dynalloc.data.streamed import SPLITS, StreamedDataset, write_streamed
@@ -98,25 +98,20 @@ def _normalisation(dataset):
     chosen = np.unique(np.linspace(0, n - 1, min(n, NORMALISATION_SAMPLE)).astype(np.int64))
     channels = dataset.channels
     total, squares, count = np.zeros(channels), np.zeros(channels), 0
-    # libpng prints its complaints on fd 2: into the error line, not beside it.
-    with DecoderMessages() as messages:
-        for i in chosen:
-            _, payload = dataset.read("train", int(i))
-            try:
-                pixels = decode_pixels(payload, channels).reshape(-1, channels)
-            except BadImage as error:
-                said = "; ".join(messages.since_last())
-                raise BadRecord(
-                    f"{dataset.name('train', int(i))}: {error}{f' ({said})' if said else ''}"
-                ) from None
-            messages.passed_on += [
-                f"{dataset.name('train', int(i))}: {line}" for line in messages.since_last()
-            ]
-            pixels = pixels.astype(np.float64)
-            total += pixels.sum(axis=0)
-            squares += np.square(pixels).sum(axis=0)
-            count += len(pixels)
-    for line in messages.passed_on:  # warnings about images that did decode
+    notes = []  # what the decoder said of images that did decode, named, after the pass
+    for i in chosen:
+        _, payload = dataset.read("train", int(i))
+        said = []
+        try:
+            pixels = decode_pixels(payload, channels, said).reshape(-1, channels)
+        except BadImage as error:
+            raise BadRecord(f"{dataset.name('train', int(i))}: {error}") from None
+        notes += [f"{dataset.name('train', int(i))}: {line}" for line in said]
+        pixels = pixels.astype(np.float64)
+        total += pixels.sum(axis=0)
+        squares += np.square(pixels).sum(axis=0)
+        count += len(pixels)
+    for line in notes:
         print(line, file=sys.stderr)
     mean = total / count
     std = np.sqrt(np.maximum(squares / count - mean**2, 0.0))

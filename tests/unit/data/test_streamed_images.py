@@ -122,7 +122,7 @@ def test_bytes_after_the_end_of_a_jpeg_are_no_harm():
         (b"", "neither a JPEG nor a PNG"),
         (encode(RGB, "GIF"), "neither a JPEG nor a PNG"),
         (encode(RGB, "BMP"), "neither a JPEG nor a PNG"),
-        (b"\x89PNG\r\n\x1a\n", "not a complete JPEG or PNG"),
+        (b"\x89PNG\r\n\x1a\n", "cannot decode the image .libpng error: PNG input buffer is"),
         (b"\xff\xd8\xff\xd9", "not a complete JPEG or PNG"),
     ],
     ids=["text", "empty", "gif", "bmp", "png signature only", "jpeg markers only"],
@@ -137,6 +137,28 @@ def test_a_damaged_png_chunk_raises_bad_image():
     payload[60] ^= 0xFF  # inside IDAT: its CRC no longer matches
     with pytest.raises(BadImage):
         decode_pixels(bytes(payload), 3)
+
+
+def overwritten_jpeg():
+    """A JPEG whose entropy-coded bytes were overwritten, its markers, size and end intact:
+    libjpeg decodes it to wrong pixels and says so only on file descriptor 2."""
+    noise = (np.random.default_rng(0).random((64, 64, 3)) * 255).astype(np.uint8)
+    payload = bytearray(encode(noise, "JPEG"))
+    start = payload.rfind(b"\xff\xda") + 200
+    payload[start : start + 8] = b"\x13\x37\x42\x00\x11\x22\x33\x44"
+    return bytes(payload)
+
+
+def test_an_image_its_decoder_calls_damaged_is_bad_though_it_decodes(capfd):
+    with pytest.raises(BadImage, match=r"a damaged image, which decodes to wrong pixels \(Corrupt"):
+        decode_pixels(overwritten_jpeg(), 3)
+    assert capfd.readouterr().err == ""  # the decoder's line is in the error, not beside it
+
+
+def test_what_else_the_decoder_says_is_passed_on():
+    said = []
+    decode_pixels(encode(RGB, "PNG"), 3, said)
+    assert said == []  # a sound image: nothing said, nothing lost
 
 
 def test_a_multi_picture_jpeg_decodes_as_a_jpeg():

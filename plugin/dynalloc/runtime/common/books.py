@@ -79,10 +79,11 @@ class Books:
 
     def records_skipped(self, names):
         """Bad records of a streamed dataset that other images replaced (`on_bad_record:
-        skip`), each named in train.log."""
-        for name in names:
-            log.warning("skipped a bad record: %s", name)
-        self.skipped += names
+        skip`), each named in train.log once, however often the epochs or evaluations meet it."""
+        for name in dict.fromkeys(names):
+            if name not in self.skipped:
+                log.warning("skipped a bad record: %s", name)
+                self.skipped.append(name)
 
     def add_rows(self, rank_rows):
         """Every rank's Rows since the last call, in (iteration, rank) order."""

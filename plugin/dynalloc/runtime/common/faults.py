@@ -134,6 +134,9 @@ def abort(comm, rank, error, log=None):
     sys.stderr.flush()
     time.sleep(0.5)  # launchers drop what a process wrote just before it exits
     comm.Abort(EXIT_FAILED)
+    # MPICH's MPI_Abort returned here under mpiexec (seen with two ranks): the error then went
+    # on to the command line and was said a second time. Nothing is left to do but end.
+    os._exit(EXIT_FAILED)
 
 
 def describe(error):
