@@ -29,6 +29,10 @@ COMMANDS = {
     "compare": ("dynalloc.analysis.compare", "tables and plots across runs"),
     "show": ("dynalloc.analysis.show", "a results table in the terminal, rounded"),
     "replay": ("dynalloc.analysis.replay", "every policy replayed on the speeds a run measured"),
+    "convert-checkpoint": (
+        "dynalloc.runtime.common.convert",
+        "rewrite checkpoints of the first, pickled format as data (only ones you trust)",
+    ),
     "simulate": (
         "dynalloc.analysis.planner",
         "every policy on a modelled cluster (a cluster file, or one fitted from a run)",

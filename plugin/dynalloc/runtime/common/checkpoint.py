@@ -1,29 +1,49 @@
-"""Checkpoint files of a run directory: an atomic, self-verifying format and the resume rules.
+"""Checkpoint files of a run directory: an atomic, self-verifying format of data only, and the
+resume rules.
 
 A checkpoint is one file, `checkpoints/iteration-NNNNNNNN.ckpt`: a header line, the sha256 of
-the payload, and the payload (a pickle of plain Python and numpy values that the training loop
-assembles). The hash makes a truncated or corrupted file detectable before unpickling, so the
-resume falls back to the previous checkpoint instead of training from garbage. Files are written
-under a temporary name, fsynced and renamed; the last `keep` are kept.
+the payload, and the payload: an `.npz` archive (numpy's, read with `allow_pickle=False`) of the
+payload's arrays and of one JSON document holding everything else, the arrays in it by number.
+The payload is what the training loop assembles, plain values and arrays only
+(`core.state.export`); nothing in a checkpoint names code to run, so a run directory on a shared
+filesystem gives whoever can write it no way into the next job that resumes from it. The hash
+makes a truncated or corrupted file detectable, so the resume falls back to the previous
+checkpoint instead of training from garbage. Files are written under a temporary name, fsynced
+and renamed; the last `keep` are kept.
 
-This module knows nothing of MPI or MXNet: rank 0 calls it with what the ranks gathered.
+The first format (`DYNALLOC-CHECKPOINT 1`) was a pickle, which can run any code when loaded:
+such a file is refused, naming the command that converts a checkpoint the user trusts
+(`dynalloc convert-checkpoint`, `runtime.common.convert`).
+
+This module knows nothing of MPI or a framework: rank 0 calls it with what the ranks gathered.
 """
 
 import hashlib
-import pickle
+import io
+import json
+import zipfile
 from pathlib import Path
 
+import numpy as np
+
+from dynalloc.core.state import export, plain
 from dynalloc.errors import DynallocError
 from dynalloc.fsutil import atomic_write
 
-MAGIC = b"DYNALLOC-CHECKPOINT 1\n"
+MAGIC = b"DYNALLOC-CHECKPOINT 2\n"
+PICKLED = b"DYNALLOC-CHECKPOINT 1\n"
 DIRECTORY = "checkpoints"
+ARRAY = "__array__"
 # Keys that define the maths of the run (and its learning-rate schedule, which depends on its
 # length): a checkpoint of another value cannot be continued. Policy, number of ranks, shares
 # bounds, scenario and bookkeeping keys may change on resume.
 IDENTITY_KEYS = (
     "dataset", "model", "global_batch", "seed", "optimizer", "drop_last", "epochs", "iterations",
 )  # fmt: skip
+
+
+class PickledCheckpoint(DynallocError):
+    """A checkpoint of the first, pickled format: refused, never loaded."""
 
 
 def checkpoint_path(out, iteration):
@@ -38,19 +58,53 @@ def existing(out):
     return sorted(folder.glob("iteration-*.ckpt"), reverse=True)
 
 
+def encode(payload):
+    """The bytes of `payload`: an .npz of its arrays and its JSON document."""
+    arrays = []
+
+    def lift(tree):  # the arrays out of the tree, each replaced by its number
+        if isinstance(tree, np.ndarray):
+            arrays.append(tree)
+            return {ARRAY: len(arrays) - 1}
+        if isinstance(tree, dict):
+            return {key: lift(value) for key, value in tree.items()}
+        if isinstance(tree, list):
+            return [lift(item) for item in tree]
+        return tree
+
+    document = json.dumps(lift(export(payload)), allow_nan=True).encode()
+    members = {f"a{i}": array for i, array in enumerate(arrays)}
+    buffer = io.BytesIO()
+    np.savez(buffer, document=np.frombuffer(document, dtype=np.uint8), **members)
+    return buffer.getvalue()
+
+
+def decode(body):
+    """The payload of `encode`'s bytes, read as data: no object arrays, no pickle."""
+    with np.load(io.BytesIO(body), allow_pickle=False) as archive:
+        document = json.loads(archive["document"].tobytes())
+        arrays = {name: archive[name] for name in archive.files if name != "document"}
+
+    def place(tree):
+        if isinstance(tree, dict) and set(tree) == {ARRAY}:
+            return arrays[f"a{tree[ARRAY]}"]
+        if isinstance(tree, dict):
+            return {key: place(value) for key, value in tree.items()}
+        if isinstance(tree, list):
+            return [place(item) for item in tree]
+        return tree
+
+    return plain(place(document))
+
+
 def write(out, iteration, payload, keep):
     """Write the checkpoint of `iteration` atomically, then remove all but the newest `keep`.
 
     On any failure (disk full, read-only directory) the previous checkpoints are untouched and
     DynallocError names the file."""
     path = checkpoint_path(out, iteration)
-    body = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_write(path, "wb") as handle:
-            handle.write(MAGIC)
-            handle.write(hashlib.sha256(body).hexdigest().encode() + b"\n")
-            handle.write(body)
+        write_file(path, payload)
     except OSError as error:
         previous = existing(out)
         kept = f"; kept {previous[0].name}" if previous else ""
@@ -58,6 +112,16 @@ def write(out, iteration, payload, keep):
     for old in existing(out)[keep:]:
         old.unlink(missing_ok=True)
     return path
+
+
+def write_file(path, payload):
+    """The checkpoint file `path` of `payload`, written atomically (OSError on failure)."""
+    body = encode(payload)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path, "wb") as handle:
+        handle.write(MAGIC)
+        handle.write(hashlib.sha256(body).hexdigest().encode() + b"\n")
+        handle.write(body)
 
 
 def read(path):
@@ -68,11 +132,20 @@ def read(path):
         raise DynallocError(f"cannot read checkpoint {path}: {error.strerror}") from None
     header, digest_line = data[: len(MAGIC)], data[len(MAGIC) : len(MAGIC) + 65]
     body = data[len(MAGIC) + 65 :]
+    if header == PICKLED:
+        raise PickledCheckpoint(
+            f"checkpoint {path} is of the first, pickled format, which runs code when it is "
+            f"loaded: if you trust it, convert it once with `dynalloc convert-checkpoint {path}` "
+            f"(in the run's environment), or delete {Path(path).parent} to start afresh"
+        )
     if header != MAGIC:
         raise DynallocError(f"checkpoint {path} is not a dynalloc checkpoint")
     if hashlib.sha256(body).hexdigest().encode() + b"\n" != digest_line:
         raise DynallocError(f"checkpoint {path} is truncated or corrupted (sha256 differs)")
-    return pickle.loads(body)
+    try:
+        return decode(body)
+    except (ValueError, KeyError, OSError, zipfile.BadZipFile, json.JSONDecodeError) as error:
+        raise DynallocError(f"checkpoint {path} holds no plain data ({error})") from None
 
 
 def newest_valid(out, warn):
@@ -85,6 +158,8 @@ def newest_valid(out, warn):
     for path in found:
         try:
             return path, read(path)
+        except PickledCheckpoint:
+            raise  # an older one is no safer, and the user must choose
         except DynallocError as error:
             warn(f"{error}; trying the previous one")
     if found:
@@ -106,18 +181,6 @@ def check_resumable(path, saved, config):
                 f"change on resume; use another --out, or delete {Path(path).parent} to start "
                 "afresh"
             )
-
-
-def layout(state):
-    """The attribute names of `state` and of the objects it holds (the first object of a list).
-    A policy pickled by another version of dynalloc unpickles without complaint and fails later
-    on an attribute this version added; comparing layouts tells such a state in advance."""
-    if isinstance(state, list | tuple):
-        return tuple(layout(item) for item in state[:1] if hasattr(item, "__dict__"))
-    if hasattr(state, "__dict__"):
-        attributes = sorted((name, layout(value)) for name, value in vars(state).items())
-        return type(state).__qualname__, tuple(attributes)
-    return None
 
 
 def remove_all(out):

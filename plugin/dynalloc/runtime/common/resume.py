@@ -9,6 +9,7 @@ import random
 import numpy as np
 
 from dynalloc import rundir
+from dynalloc.core.state import export, restore, same_layout
 from dynalloc.errors import DynallocError
 from dynalloc.runtime.common import checkpoint
 
@@ -54,7 +55,7 @@ def payload(run, epoch, batch, progress, fixed):
         "params": params,
         "fixed_state": fixed,
         "trainer": trainer_states,
-        "policy": run.dyn.policy,
+        "policy": export(run.dyn.policy),  # plain data: no class is rebuilt from the file
         "random": {"numpy": np.random.get_state(), "python": random.getstate()},
         "books": run.books.state(),
     }
@@ -64,8 +65,8 @@ def restore_model(backend, net, trainer, scheduler, saved):
     """Parameters, BatchNorm statistics, optimizer state and generators of the checkpoint; run
     before DynamicBatch broadcasts rank 0's parameters."""
     backend.restore_model(net, trainer, scheduler, saved["params"], saved["trainer"])
-    np.random.set_state(saved["random"]["numpy"])
-    random.setstate(saved["random"]["python"])
+    np.random.set_state(tuple(saved["random"]["numpy"]))
+    random.setstate(tuple(saved["random"]["python"]))
 
 
 def restore_progress(backend, dyn, saved, config):
@@ -80,9 +81,9 @@ def restore_progress(backend, dyn, saved, config):
     old = saved["config"]
     if not all(old[k] == config[k] for k in ("policy", "ranks", "min_share", "max_share")):
         return ["policy or ranks changed since the checkpoint: shares start afresh"]
-    if checkpoint.layout(saved["policy"]) != checkpoint.layout(dyn.policy):
+    if not same_layout(dyn.policy, saved["policy"]):
         return ["the checkpoint's policy state is another version's: shares start afresh"]
-    dyn.policy = saved["policy"]
+    restore(dyn.policy, saved["policy"])
     return []
 
 

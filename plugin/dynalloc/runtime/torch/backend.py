@@ -61,20 +61,19 @@ class Backend:
             buffer.data.copy_(torch.from_numpy(array))
 
     def model_state(self, net, optimizer, scheduler):
+        """(parameters, the optimizer's and schedule's state dicts) with numpy arrays for the
+        tensors: plain data, which resuming loads without running code (no torch.load)."""
         module = getattr(net, "module", net)
         params = {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
-        states = io.BytesIO()
         schedule = scheduler.state_dict() if scheduler else None
-        torch.save({"optimizer": optimizer.state_dict(), "scheduler": schedule}, states)
-        return params, states.getvalue()
+        return params, {"optimizer": _numpy(optimizer.state_dict()), "scheduler": schedule}
 
-    def restore_model(self, net, optimizer, scheduler, params, trainer_states):
+    def restore_model(self, net, optimizer, scheduler, params, optimizer_state):
         module = getattr(net, "module", net)
         module.load_state_dict({k: torch.from_numpy(v) for k, v in params.items()})
-        saved = torch.load(io.BytesIO(trainer_states), weights_only=False)
-        optimizer.load_state_dict(saved["optimizer"])
-        if scheduler is not None and saved["scheduler"] is not None:
-            scheduler.load_state_dict(saved["scheduler"])
+        optimizer.load_state_dict(_tensors(optimizer_state["optimizer"]))
+        if scheduler is not None and optimizer_state["scheduler"] is not None:
+            scheduler.load_state_dict(optimizer_state["scheduler"])
 
     def probe_pass(self, net, loss_fn, shape, classes):
         """A forward and backward pass of n made-up samples (`Allocation.probe`), through the
@@ -118,3 +117,31 @@ class Backend:
 
 def _floating(module):
     return [b for b in module.buffers() if b.is_floating_point()]
+
+
+def _numpy(tree):
+    """A state dict with its tensors as numpy arrays (dicts, lists and numbers kept)."""
+    if torch.is_tensor(tree):
+        return tree.detach().cpu().numpy().copy()
+    if isinstance(tree, dict):
+        return {key: _numpy(value) for key, value in tree.items()}
+    if isinstance(tree, list | tuple):
+        return type(tree)(_numpy(item) for item in tree)
+    return tree
+
+
+def _tensors(tree):
+    if isinstance(tree, np.ndarray):
+        return torch.from_numpy(tree)
+    if isinstance(tree, dict):
+        return {key: _tensors(value) for key, value in tree.items()}
+    if isinstance(tree, list | tuple):
+        return type(tree)(_tensors(item) for item in tree)
+    return tree
+
+
+def convert_optimizer_state(states_file):
+    """The optimizer state of a checkpoint of the pickled format (the bytes of `torch.save`,
+    which `dynalloc convert-checkpoint` was told to trust) as `Backend.model_state` gives it."""
+    saved = torch.load(io.BytesIO(states_file), weights_only=False)  # trusted by the user
+    return {"optimizer": _numpy(saved["optimizer"]), "scheduler": saved["scheduler"]}

@@ -1,13 +1,17 @@
-"""Checkpoint files: round trip, detection of damage, pruning, the resume rules, and telling a
-policy state pickled by another version."""
+"""Checkpoint files: round trip, detection of damage, pruning, the resume rules, a policy's
+state as plain data and telling another version's; a checkpoint loads as data, never as code."""
 
 import errno
+import hashlib
+import io
 import os
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
 from dynalloc.core.policies import POLICIES, make_policy
+from dynalloc.core.state import export, restore, same_layout
 from dynalloc.errors import DynallocError
 from dynalloc.runtime.common import checkpoint
 
@@ -92,21 +96,67 @@ def test_resume_allows_another_policy_or_rank_count():
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
-def test_a_policy_keeps_its_layout_through_a_checkpoint_and_updates(name):
+def test_a_policy_goes_on_from_its_state_in_a_checkpoint(tmp_path, name):
     speeds = {"speeds": [1.0, 1.0, 1.0, 0.25]} if name == "oracle" else {}
     fresh, used = (make_policy({"name": name, **speeds}, 4, 512) for _ in range(2))
     shares = used.shares
-    for iteration, times in enumerate([[0.1, 0.1, 0.1, 0.4], [0.1, 0.1, 0.3, 0.1]] * 3):
-        shares = used.update(shares, times, iteration + 1, 0)
-    assert checkpoint.layout(pickle.loads(pickle.dumps(used))) == checkpoint.layout(fresh)
+    times = [[0.1, 0.1, 0.1, 0.4], [0.1, 0.1, 0.3, 0.1]] * 3
+    for iteration, seconds in enumerate(times):
+        shares = used.update(shares, seconds, iteration + 1, 0)
+    path = checkpoint.write(tmp_path, 6, {"policy": export(used)}, keep=1)
+    saved = checkpoint.read(path)["policy"]
+    assert same_layout(fresh, saved)
+    restore(fresh, saved)
+    for iteration, seconds in enumerate(times, start=len(times)):  # both go on alike
+        assert (
+            used.update(shares, seconds, iteration, 0).tolist()
+            == fresh.update(shares, seconds, iteration, 0).tolist()
+        )
 
 
-def test_a_policy_pickled_by_another_version_is_told_by_its_layout():
-    """A checkpoint of an older adaptive, whose cost models had no drift detector and which
-    had no warm-up flag: it unpickles, and would fail at its first update."""
+def test_a_policy_state_of_another_version_is_told_by_its_layout():
+    """The state of an older adaptive, whose cost models had no drift detector and which had
+    no warm-up flag: assigned, it would fail at its first update."""
     old = make_policy("adaptive", 2, 64)
     del old.warm_up
-    assert checkpoint.layout(old) != checkpoint.layout(make_policy("adaptive", 2, 64))
+    assert not same_layout(make_policy("adaptive", 2, 64), export(old))
     old = make_policy("adaptive", 2, 64)
     del old.models.drifting
-    assert checkpoint.layout(old) != checkpoint.layout(make_policy("adaptive", 2, 64))
+    assert not same_layout(make_policy("adaptive", 2, 64), export(old))
+
+
+class Payload:
+    """What a pickle can make its reader do: create `path` (a stand-in for any code)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.path),))
+
+
+def test_a_checkpoint_of_the_pickled_format_is_refused_and_not_run(tmp_path):
+    ran = tmp_path / "code-ran"
+    body = pickle.dumps({"iteration": 3, "policy": Payload(ran)})
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    path = folder / "iteration-00000003.ckpt"
+    path.write_bytes(checkpoint.PICKLED + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    with pytest.raises(DynallocError, match=r"pickled format, which runs code .*dynalloc conv"):
+        checkpoint.newest_valid(tmp_path, print)
+    assert not ran.exists()
+
+
+def test_arrays_that_would_unpickle_are_refused_and_not_run(tmp_path):
+    """An .npz can hold an object array, a pickle inside: a checkpoint holding one is refused
+    without loading it."""
+    ran = tmp_path / "code-ran"
+    buffer = io.BytesIO()
+    np.savez(buffer, document=np.frombuffer(b"{}", np.uint8),
+             a0=np.array([Payload(ran)], dtype=object))  # fmt: skip
+    body = buffer.getvalue()
+    path = tmp_path / "iteration-00000001.ckpt"
+    path.write_bytes(checkpoint.MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    with pytest.raises(DynallocError, match="holds no plain data"):
+        checkpoint.read(path)
+    assert not ran.exists()
