@@ -53,7 +53,7 @@ rule train:
         out=lambda w: f"{run_dir(w.run)}/train",
         status=lambda w: f"{RESULTS}/logs/train/{w.run}.status",
     shell:
-        "{params.job} --attempt {resources.attempt} --log {log} --status {params.status} -- "
+        "{params.job} --attempt {resources.attempt} --status {params.status} -- "
         "{params.launch} --config {input.config} --out {params.out} > {log} 2>&1"
 
 

@@ -21,6 +21,10 @@ COMMANDS = {
         "dynalloc.runtime.common.train",
         "train a model over MPI ranks with dynamic batch allocation",
     ),
+    "supervise": (
+        "dynalloc.runtime.common.job",
+        "run a launch of `dynalloc train`, restarting it on the ranks left after a loss",
+    ),
     "baseline": (
         "dynalloc.runtime.mxnet.baseline",
         "the same run with MXNet's dist_sync parameter server",

@@ -45,6 +45,7 @@ class Row(NamedTuple):
     policy: str
     data_s: float = 0.0  # waiting for this rank's samples (decoded, as NDArrays); balanced too
     read_s: float = 0.0  # the samples' reading, hidden behind the compute by a read-ahead or not
+    ranks: int = 0  # the iteration's ranks: fewer after an elastic run lost some (0: not known)
 
 
 class EpochRow(NamedTuple):

@@ -73,3 +73,18 @@ def test_a_missing_dataset_path_is_found_when_the_dag_is_built(tmp_path):
     missing = tmp_path / "no-such-folder"
     text = bad(tmp_path, {"datasets": {"digits": {"source": "idx", "path": str(missing)}}})
     assert f"config: datasets.digits.path: {missing} does not exist" in text
+
+
+@pytest.mark.parametrize(
+    ("elastic", "message"),
+    [
+        (
+            {"max_restarts": -1},
+            "config key 'training.elastic.max_restarts': -1 is less than the minimum of 0",
+        ),
+        ({"min_ranks": 9}, "config key 'training.elastic.min_ranks' is 9, but the run has"),
+    ],
+)
+def test_a_bad_elastic_section_is_refused_when_the_dag_is_built(tmp_path, elastic, message):
+    text = bad(tmp_path, {"training": {"elastic": elastic}})
+    assert message in text, text

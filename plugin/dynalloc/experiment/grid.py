@@ -9,6 +9,7 @@ import itertools
 from pathlib import Path
 
 from dynalloc.errors import DynallocError
+from dynalloc.experiment.elastic_spec import check_elastic
 from dynalloc.experiment.grid_entries import (
     check_run_policy,
     policy_config,
@@ -167,6 +168,7 @@ def _expand(config, grid, where, models, python_path):
                     f"training.{key} has {len(bound)} entries (one per rank), but run {name} "
                     f"has {ranks} ranks"
                 )
+        check_elastic(config["training"].get("elastic"), ranks, where="training.elastic")
         command, policy_spec = policy_config(policy, config["policies"][policy])
         if command != "train" and config["training"].get("framework") == "torch":
             raise DynallocError(

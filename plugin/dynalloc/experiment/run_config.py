@@ -14,6 +14,7 @@ from dynalloc.core.policies import POLICIES, make_policy
 from dynalloc.core.scenario import Scenario
 from dynalloc.core.shares import check_bounds
 from dynalloc.errors import DynallocError
+from dynalloc.experiment.elastic_spec import ELASTIC_DEFAULTS, check_elastic
 from dynalloc.experiment.model_spec import check_model
 from dynalloc.experiment.stream_config import STREAM_DEFAULTS, check_stream
 from dynalloc.experiment.warm_spec import check_warm_start
@@ -45,6 +46,7 @@ DEFAULTS = {
     "script": None,  # the user's own training script (its Recorder), instead of `model`
     "script_args": [],  # its command-line arguments
     "stream": STREAM_DEFAULTS,  # how the ranks read a streamed dataset (`stream_config`)
+    "elastic": ELASTIC_DEFAULTS,  # restarts on the ranks that remain after a loss (elastic_spec)
 }
 
 
@@ -132,6 +134,7 @@ def resolve(raw, ranks):
     _stall_timeout(config)
     _script(config)
     config["stream"] = check_stream(config["stream"])
+    config["elastic"] = check_elastic(config["elastic"], ranks)
     labels = _mapping(config, "labels")
     if not all(isinstance(k, str) and isinstance(v, str | int) for k, v in labels.items()):
         raise DynallocError(f"config key 'labels' must map names to strings, got {labels!r}")

@@ -20,6 +20,7 @@ from dynalloc.experiment.run_config import load_config
 COLUMNS = ("iteration", "epoch", "rank", "batch_size", "compute_s", "sync_s", "iteration_s",
            "slowdown")  # fmt: skip
 WHOLE = ("iteration", "epoch", "rank", "batch_size")
+OPTIONAL = ("data_s", "read_s", "ranks")  # columns a run of an earlier version lacks
 
 
 @dataclass(frozen=True)
@@ -68,15 +69,30 @@ class RunRecord:
 
 
 def read_record(run_dir):
-    """The RunRecord of `run_dir`, or DynallocError naming what makes it unusable."""
+    """The RunRecord of `run_dir`, or DynallocError naming what makes it unusable. Of a run
+    that went on with fewer ranks after a loss (`elastic`), the rows since, which its config
+    (the survivors') describes."""
     run_dir = Path(run_dir)
     config = load_config(run_dir / rundir.CONFIG)
     path = run_dir / rundir.ITERATIONS
     columns = _read_columns(path)
+    columns = last_launch(columns)
     ranks = int(columns["rank"].max()) + 1
     _check_rows(path, columns, ranks)
     _check_config(run_dir / rundir.CONFIG, config, ranks)
     return RunRecord(run_dir, config, ranks, **columns)
+
+
+def last_launch(columns):
+    """The columns' rows since their `ranks` column last changed: the launch that went on with
+    the ranks that remained after a loss (`elastic`), which the run's config describes. (Rows
+    come in the run's order; a file without the column is one launch's.)"""
+    ranks = columns.pop("ranks", None)
+    if ranks is None:
+        return columns
+    changed = np.flatnonzero(ranks[1:] != ranks[:-1])
+    start = changed[-1] + 1 if len(changed) else 0
+    return {name: values[start:] for name, values in columns.items()}
 
 
 def _read_columns(path):
@@ -94,7 +110,7 @@ def _read_columns(path):
         raise DynallocError(f"{path} lacks column(s): {', '.join(missing)}")
     if not rows:
         raise DynallocError(f"{path} has no rows")
-    wanted = [*COLUMNS, *(name for name in ("data_s", "read_s") if name in fields)]
+    wanted = [*COLUMNS, *(name for name in OPTIONAL if name in fields)]
     columns = {}
     for name in wanted:
         try:
@@ -103,7 +119,7 @@ def _read_columns(path):
             raise DynallocError(f"{path}: column {name} must hold numbers") from None
         if not np.isfinite(values).all():
             raise DynallocError(f"{path}: column {name} holds a value that is not finite")
-        if name in WHOLE:
+        if name in (*WHOLE, "ranks"):
             if (values < 0).any() or (values != np.round(values)).any():
                 raise DynallocError(f"{path}: column {name} must hold whole numbers >= 0")
             values = values.astype(np.int64)

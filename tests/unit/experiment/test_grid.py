@@ -182,3 +182,14 @@ def test_dist_sync_cannot_run_a_script(tmp_path):
     config["grid"].update(model=["mine"], policy=["ps"])
     with pytest.raises(DynallocError, match="'mine' is a training script, which 'ps'"):
         expand_runs(config)
+
+
+def test_elastic_min_ranks_above_a_runs_ranks_is_refused_naming_the_key():
+    training = {"global_batch": 64, "elastic": {"min_ranks": 3, "max_restarts": 1}}
+    with pytest.raises(DynallocError) as caught:
+        expand_runs(pipeline(training=training))
+    assert "config key 'training.elastic.min_ranks' is 3, but the run has 2 ranks" in str(
+        caught.value
+    )
+    runs = expand_runs(pipeline(training={**training, "elastic": {"min_ranks": 2}}))
+    assert runs["digits-mlp-wide-slow-r3-s0"]["config"]["elastic"] == {"min_ranks": 2}

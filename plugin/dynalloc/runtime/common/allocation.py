@@ -171,6 +171,7 @@ class Allocation:
                 policy=self.policy.name,
                 data_s=step.data_s,
                 read_s=step.read_s,
+                ranks=len(step.shares),
             )
         )
         self.iteration += 1

@@ -1,8 +1,10 @@
-"""One attempt of the pipeline's training job, supervised.
+"""A training launch, supervised: `dynalloc supervise -- LAUNCHER ... > LOG 2>&1`.
 
-The train rule runs `python -m dynalloc.runtime.common.job --attempt N --log LOG --status FILE --
-LAUNCHER ... > LOG 2>&1`; this process starts the launcher (mpiexec, srun, `dynalloc baseline`)
-as its child, which writes to the same log, and:
+The train rule runs `python -m dynalloc.runtime.common.job --attempt N --status FILE -- LAUNCHER
+... > LOG 2>&1`; this process starts the launcher (mpiexec, srun, `dynalloc baseline`) as its
+child, which writes to the same log (read back for which ranks a launch lost: a pipe between
+them would end the launcher with SIGPIPE, before its ranks checkpoint, were this process killed
+outright), and:
 - stops the training when the `snakemake` that started it dies (SIGKILL, a lost login shell): the
   launcher and ranks would otherwise be re-parented and train on, and the documented recovery
   (`snakemake --unlock && snakemake --rerun-incomplete`) would start a second training beside
@@ -10,13 +12,15 @@ as its child, which writes to the same log, and:
   when rules/common.smk is read). Under SLURM the job runs its own `snakemake` inside the
   allocation, which is the one watched: the job belongs to the scheduler and outlives a login
   node's snakemake, and the run directory's lock refuses a second training while it runs;
-- ends the job when a rank reports a stall (SIGUSR1, `runtime.common.stall`): srun cannot end a step
-  while one of its nodes is unreachable;
+- ends the job when a rank reports a stall (SIGUSR1, `runtime.common.stall`): srun cannot end a
+  step while one of its nodes is unreachable;
+- launches the training again at once on the ranks that remain after some were lost, where the
+  run config's `elastic` section allows it (`runtime.common.elastic`);
 - lets Snakemake retry only what a rerun cures. Snakemake's `retries` retries every failure
   alike (its retries know no exit codes), so the exit code of each attempt is kept in FILE, and
   attempt N > 1 starts only after a stop (EXIT_STOPPED: a time limit, a preemption, a signal) or a
-  stall (EXIT_STALLED); after any other failure it ends at once with the same code, its log
-  showing the end of the failed attempt's.
+  stall (EXIT_STALLED); after any other failure it ends at once with the same code, showing the
+  end of the failed attempt's output.
 This process is single-threaded, so PR_SET_PDEATHSIG, which fires when the thread that started a
 child ends, also stops the launcher should this process be killed outright.
 """
@@ -37,6 +41,7 @@ from pathlib import Path
 
 from dynalloc.errors import DynallocError
 from dynalloc.fsutil import atomic_write
+from dynalloc.runtime.common.elastic import Elastic
 from dynalloc.runtime.common.faults import EXIT_STALLED, EXIT_STOPPED
 
 SNAKEMAKE_VARIABLE = "DYNALLOC_SNAKEMAKE"  # PID@HOST of the snakemake to outlive no longer
@@ -47,31 +52,83 @@ TAIL_LINES = 20
 PR_SET_PDEATHSIG = 1
 
 
+def add_arguments(parser):
+    parser.add_argument("--attempt", type=int, default=1, help="Snakemake's attempt number")
+    parser.add_argument(
+        "--status", help="file keeping the exit code of a failed attempt, for the next one"
+    )
+    parser.add_argument("command", nargs="+", help="the launcher and its arguments (after --)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m dynalloc.runtime.common.job")
-    parser.add_argument("--attempt", type=int, default=1, help="Snakemake's attempt number")
-    parser.add_argument("--log", required=True, help="the job's log, where its output goes")
-    parser.add_argument("--status", required=True, help="file keeping each attempt's exit code")
-    parser.add_argument("command", nargs="+", help="the launcher and its arguments (after --)")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     try:
         return run(args)
     except DynallocError as error:
-        sys.stderr.write(f"dynalloc job: error: {error}\n")
+        say(f"error: {error}")
         return 2
 
 
 def run(args):
-    status, log = Path(args.status), Path(args.log)
-    previous = read_status(status)
+    status = Path(args.status) if args.status else None
+    previous = read_status(status) if status else None
     if args.attempt == 1 or previous is None:
-        status.unlink(missing_ok=True)
+        if status:
+            status.unlink(missing_ok=True)
     elif previous["code"] not in RETRIED:
         return refuse(args.attempt, previous)
-    code = Supervisor(args.command).run()
-    if code != 0:
-        write_status(status, args.attempt, code, log)
+    command, elastic = args.command, Elastic.of(args.command)
+    output = Output()
+    if elastic is not None and output.path is None:
+        raise DynallocError(
+            "an elastic run's output must go to a file (add > train.log 2>&1): the restarts "
+            "read from it which ranks a launch lost"
+        )
+    while True:
+        began = output.size()
+        supervisor = Supervisor(command)
+        code = supervisor.run()
+        if code == 0 or elastic is None or supervisor.stop:
+            break
+        command, why = elastic.restart(command, output.since(began))
+        say(why)
+        if command is None:
+            break
+    if code != 0 and status:
+        write_status(status, args.attempt, code, output.since(0))
     return code
+
+
+class Output:
+    """This process's stdout, where the launcher writes too, read back when it is a file."""
+
+    def __init__(self):
+        try:
+            path = Path(os.readlink("/proc/self/fd/1"))
+            self.path = path if path.is_file() else None
+        except OSError:
+            self.path = None
+
+    def size(self):
+        sys.stdout.flush()
+        return os.fstat(1).st_size if self.path else 0
+
+    def since(self, offset):
+        """What was written from `offset` on ("" where stdout is no file)."""
+        if self.path is None:
+            return ""
+        sys.stdout.flush()
+        with contextlib.suppress(OSError), open(self.path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
+        return ""
+
+
+def say(message):
+    sys.stderr.write(f"dynalloc job: {message}\n")
+    sys.stderr.flush()
 
 
 def refuse(attempt, previous):
@@ -149,7 +206,7 @@ class Supervisor:
                     os.read(wake, 64)
                 if watched is not None and watched in ready:
                     poller.unregister(watched)
-                    self._say("the snakemake that started this job ended: stopping the training")
+                    say("the snakemake that started this job ended: stopping the training")
                     self._ask_to_stop("the end of snakemake")
                 if self.stalled and time.monotonic() - self.stalled > STALL_GRACE_S:
                     self.child.kill()  # srun waits for unreachable nodes
@@ -165,10 +222,6 @@ class Supervisor:
         if self.stop and code in (EXIT_STOPPED, 128 + signal.SIGTERM, 128 + signal.SIGKILL):
             return EXIT_STOPPED  # srun reports a time limit as its own SIGTERM
         return code
-
-    def _say(self, message):
-        sys.stderr.write(f"dynalloc job: {message}\n")
-        sys.stderr.flush()
 
 
 def announce_snakemake():
@@ -204,11 +257,8 @@ def read_status(path):
         return None
 
 
-def write_status(path, attempt, code, log):
-    try:
-        lines = Path(log).read_text(errors="replace").splitlines()[-TAIL_LINES:]
-    except OSError:
-        lines = []
+def write_status(path, attempt, code, output):
+    lines = output.splitlines()[-TAIL_LINES:]
     with atomic_write(path) as handle:
         json.dump({"attempt": attempt, "code": code, "tail": lines}, handle)
 

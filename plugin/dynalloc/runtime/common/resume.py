@@ -80,7 +80,9 @@ def restore_progress(backend, dyn, saved, config):
     backend.set_fixed_state(dyn, mine if mine else average)
     old = saved["config"]
     if not all(old[k] == config[k] for k in ("policy", "ranks", "min_share", "max_share")):
-        return ["policy or ranks changed since the checkpoint: shares start afresh"]
+        warm = isinstance(config["policy"], dict) and config["policy"].get("warm_start")
+        start = "from policy.warm_start" if warm else "afresh"
+        return [f"policy or ranks changed since the checkpoint: shares start {start}"]
     if not same_layout(dyn.policy, saved["policy"]):
         return ["the checkpoint's policy state is another version's: shares start afresh"]
     restore(dyn.policy, saved["policy"])

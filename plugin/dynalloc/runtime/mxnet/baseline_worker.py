@@ -163,6 +163,7 @@ class Worker:
             slowdown=factor,
             policy=POLICY,
             data_s=data_s,
+            ranks=len(shares),
         )
 
     def end_epoch(self, epoch, rows, elapsed):

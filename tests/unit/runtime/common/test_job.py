@@ -43,7 +43,7 @@ def start(tmp_path, attempt, how, env=None):
     """The supervisor of `attempt` with its output in the job's log, as the train rule runs it."""
     log, marker = tmp_path / "train.log", tmp_path / f"ran-{attempt}"
     command = [sys.executable, "-m", "dynalloc.runtime.common.job", "--attempt", str(attempt)]
-    command += ["--log", str(log), "--status", str(tmp_path / "train.status"), "--"]
+    command += ["--status", str(tmp_path / "train.status"), "--"]
     command += [sys.executable, "-c", LAUNCHER, str(marker), how]
     with open(log, "w") as output:
         job = subprocess.Popen(
@@ -124,3 +124,16 @@ def test_a_stall_ends_a_launcher_that_would_wait_for_ever(tmp_path):
     assert job.wait(STALL_GRACE_S + 15) == 69, log.read_text()
     assert STALL_GRACE_S <= time.monotonic() - began < STALL_GRACE_S + 10
     assert json.loads((tmp_path / "train.status").read_text())["code"] == 69
+
+
+def test_an_elastic_run_whose_output_goes_to_no_file_is_refused_in_one_line(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("dataset: d\nelastic: {max_restarts: 1}\n")
+    command = [sys.executable, "-m", "dynalloc.runtime.common.job", "--", "mpiexec", "-n", "2"]
+    command += ["dynalloc", "train", "--config", str(config), "--out", str(tmp_path / "run")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "dynalloc job: error: an elastic run's output must go to a file (add > train.log 2>&1): "
+        "the restarts read from it which ranks a launch lost\n"
+    )
