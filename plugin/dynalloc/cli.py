@@ -25,6 +25,10 @@ COMMANDS = {
         "dynalloc.runtime.common.job",
         "run a launch of `dynalloc train`, restarting it on the ranks left after a loss",
     ),
+    "torchrun": (
+        "dynalloc.runtime.torch.torchrun",
+        "torchrun itself, with dynalloc's exit codes (a refused input: 2)",
+    ),
     "baseline": (
         "dynalloc.runtime.mxnet.baseline",
         "the same run with MXNet's dist_sync parameter server",
@@ -48,6 +52,9 @@ COMMANDS = {
 }
 
 
+PASSED_ON = ("torchrun",)  # commands whose arguments are another program's, parsed by it
+
+
 def build_parser(command=None):
     """The parser, with the arguments of `command` (the one to run) added."""
     parser = argparse.ArgumentParser(
@@ -68,7 +75,12 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((word for word in argv if not word.startswith("-")), None)
     try:
-        args = build_parser(command).parse_args(argv)  # imports the command's module
+        parser = build_parser(command)  # imports the command's module
+        if command in PASSED_ON:
+            args, rest = parser.parse_known_args(argv)
+            args.passed_on = rest + args.passed_on
+        else:
+            args = parser.parse_args(argv)
         return __import__(args.module, fromlist=["run"]).run(args) or 0
     except DynallocError as error:
         return fail(command, error)

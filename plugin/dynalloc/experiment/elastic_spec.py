@@ -13,6 +13,7 @@ from dynalloc.errors import DynallocError
 
 ELASTIC_DEFAULTS = {"min_ranks": None, "max_ranks": None, "max_restarts": 0}
 PER_RANK_SCENARIO = ("slowdown", "read_slowdown")
+NEUTRAL = {"slowdown": 1.0, "read_slowdown": 1.0, "min_share": 1, "max_share": None, "speeds": 1.0}
 
 
 def check_elastic(section, ranks, where="elastic"):
@@ -53,19 +54,23 @@ def check_elastic(section, ranks, where="elastic"):
 
 def for_survivors(raw, survivors, costs=None):
     """The run config `raw` (of the ranks before the loss) for the ranks `survivors` (their
-    numbers before it, in the new order): each per-rank list keeps the survivors' entries, a
-    scenario change of a lost rank goes, and `costs` (each survivor's, the costs form of
-    `warm_start`) start an adaptive policy balanced."""
+    numbers before it, in the new order; a number past the old ranks is a rank that joined):
+    each per-rank list keeps the survivors' entries (a joining rank's neutral), a scenario
+    change of a lost rank goes, and `costs` (each survivor's, the costs form of `warm_start`)
+    start an adaptive policy balanced. A warm start from a run directory or cluster file of the
+    old ranks goes; the probe stays, and measures the new ranks."""
     keep = list(survivors)
 
-    def kept(values):
-        return [values[r] for r in keep] if isinstance(values, list) else values
+    def kept(values, key):
+        if not isinstance(values, list):
+            return values
+        return [values[r] if r < len(values) else NEUTRAL[key] for r in keep]
 
     config = {**raw}
     scenario = {**(raw.get("scenario") or {})}
     for key in PER_RANK_SCENARIO:
         if key in scenario:
-            scenario[key] = kept(scenario[key])
+            scenario[key] = kept(scenario[key], key)
     scenario["changes"] = [
         {**change, "rank": keep.index(change["rank"])}
         for change in scenario.get("changes") or []
@@ -74,17 +79,17 @@ def for_survivors(raw, survivors, costs=None):
     config["scenario"] = scenario
     for key in ("min_share", "max_share"):
         if key in raw:
-            config[key] = kept(raw[key])
+            config[key] = kept(raw[key], key)
     policy = raw.get("policy") or {"name": "adaptive"}
     policy = {"name": policy} if isinstance(policy, str) else {**policy}
     if "speeds" in policy:
-        policy["speeds"] = kept(policy["speeds"])
-    warm = policy.get("warm_start")
+        policy["speeds"] = kept(policy["speeds"], "speeds")
+    warm = policy.pop("warm_start", None)
     if costs is not None and policy.get("name") == "adaptive":
         policy["warm_start"] = costs
-    elif isinstance(warm, dict) and "intercept_s" in warm:
-        policy["warm_start"] = {k: kept(v) for k, v in warm.items()}
-    elif warm is not None and warm != "probe":  # a run directory or cluster of the old ranks
-        del policy["warm_start"]
+    elif warm == "probe":
+        policy["warm_start"] = warm
+    elif isinstance(warm, dict) and "intercept_s" in warm and max(keep) < len(warm["intercept_s"]):
+        policy["warm_start"] = {k: kept(v, k) for k, v in warm.items()}
     config["policy"] = policy
     return config

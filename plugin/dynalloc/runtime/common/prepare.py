@@ -8,6 +8,7 @@ network with its trainer (the framework's own: `runtime.mxnet.build`, `runtime.t
 Nothing here imports a framework.
 """
 
+import os
 from dataclasses import dataclass
 
 from dynalloc.core.partition import GlobalBatchSampler
@@ -16,6 +17,7 @@ from dynalloc.data.dataset import input_shape, open_dataset
 from dynalloc.data.staged import StagedDataset
 from dynalloc.data.streamed import StreamedDataset
 from dynalloc.errors import DynallocError
+from dynalloc.experiment.elastic_spec import for_survivors
 from dynalloc.experiment.run_config import (
     load_config,
     planned_epochs,
@@ -42,7 +44,7 @@ class Setup:
 def prepare(config_path, rank, ranks, policy=None):
     """The Setup of `rank` of `ranks` from the run config at `config_path`; `policy` (a
     mapping) replaces the config's policy."""
-    raw = load_config(config_path)
+    raw = group_config(load_config(config_path), ranks)
     config = resolve(raw if policy is None else {**raw, "policy": policy}, ranks)
     # Rank 0 reads every byte of arrays (sha256, NaN); the others check the manifest, shapes
     # and counts. A streamed dataset's checks cost time in proportion to its index on every rank.
@@ -76,3 +78,14 @@ def prepare(config_path, rank, ranks, policy=None):
         total=total,
         epochs=planned_epochs(config, sampler.batches_per_epoch),
     )
+
+
+def group_config(raw, ranks):
+    """The run config for the group of `ranks` that torchrun's elastic agent formed again after
+    a worker or node was lost (or one joined): torchrun numbers the ranks anew without saying
+    which were lost, so the per-rank entries of the first ranks are kept
+    (`elastic_spec.for_survivors`). Only for an elastic run (an `elastic` section) that
+    torchrun restarted."""
+    if raw.get("elastic") is None or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
+        return raw
+    return for_survivors(raw, range(ranks))

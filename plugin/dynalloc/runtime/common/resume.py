@@ -79,7 +79,8 @@ def restore_progress(backend, dyn, saved, config):
     average = [np.mean([f[i] for f in fixed], axis=0) for i in range(len(fixed[0]))]
     backend.set_fixed_state(dyn, mine if mine else average)
     old = saved["config"]
-    if not all(old[k] == config[k] for k in ("policy", "ranks", "min_share", "max_share")):
+    same = all(old[k] == config[k] for k in ("ranks", "min_share", "max_share"))
+    if not (same and _started_aside(old["policy"]) == _started_aside(config["policy"])):
         warm = isinstance(config["policy"], dict) and config["policy"].get("warm_start")
         start = "from policy.warm_start" if warm else "afresh"
         return [f"policy or ranks changed since the checkpoint: shares start {start}"]
@@ -87,6 +88,14 @@ def restore_progress(backend, dyn, saved, config):
         return ["the checkpoint's policy state is another version's: shares start afresh"]
     restore(dyn.policy, saved["policy"])
     return []
+
+
+def _started_aside(policy):
+    """The policy's config without its `warm_start`, which only says where its shares begin:
+    a checkpoint's state supersedes it (a restart may drop or change it, `elastic_spec`)."""
+    if isinstance(policy, dict):
+        return {k: v for k, v in policy.items() if k != "warm_start"}
+    return policy
 
 
 def reseed(backend, config, iteration):

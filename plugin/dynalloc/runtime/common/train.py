@@ -13,6 +13,7 @@ import os
 from dynalloc.experiment.run_config import load_config, resolve
 from dynalloc.launcher import launcher_rank, launcher_size
 from dynalloc.runtime.common.placement import pin_rank
+from dynalloc.runtime.common.prepare import group_config
 from dynalloc.runtime.common.runlock import RunLock
 from dynalloc.runtime.common.script_run import exec_script
 
@@ -26,7 +27,7 @@ def run(args):
     # Compute threads and cores of this rank, set before MPI and MXNet load; from the config,
     # not the environment, since launchers export their own (Snakemake sets OMP_NUM_THREADS to
     # the job's threads, which would make ranks sharing cores thrash). A script inherits both.
-    config = resolve(load_config(args.config), launcher_size())
+    config = resolve(group_config(load_config(args.config), launcher_size()), launcher_size())
     for variable in ("OMP_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS"):
         os.environ[variable] = str(config["threads_per_rank"])
     pin_rank(config, launcher_rank())

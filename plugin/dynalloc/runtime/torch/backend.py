@@ -45,7 +45,8 @@ class Backend:
                             **options)  # fmt: skip
 
     def tensors(self, x, y):
-        return (torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
+        # A copy: a staged dataset's arrays are read-only memory maps, which torch warns of.
+        return (torch.from_numpy(np.array(x, dtype=np.float32)),
                 torch.from_numpy(np.asarray(y).astype(np.int64)))  # fmt: skip
 
     def wait(self):
