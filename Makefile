@@ -82,13 +82,13 @@ TEST_TMP ?= /tmp/dynalloc-tests
 test: setup setup-torch bench-data
 	@mkdir -p $(TEST_TMP)
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-cluster test-pipelines test-ranks
-	$(TRAIN)/$(PYTEST) -m quiet tests/mpi
+	$(TRAIN)/$(PYTEST) -m quiet tests/mpi tests/workflow
 
 test-cluster:
 	$(TRAIN)/$(PYTEST) tests/cluster
 
 test-pipelines:
-	$(TRAIN)/$(PYTEST) tests/workflow
+	$(TRAIN)/$(PYTEST) -m "not quiet" tests/workflow
 
 test-ranks:
 	$(TRAIN)/$(PYTEST) -m "not quiet" tests/unit tests/mpi \

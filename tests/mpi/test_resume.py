@@ -127,7 +127,7 @@ def test_a_policy_state_of_another_version_starts_afresh_instead_of_failing(digi
     kill_a_rank(config, tmp_path / "run", 2)
     newest = checkpoint.existing(tmp_path / "run")[0]
     saved = checkpoint.read(newest)
-    del saved["policy"].warm_up
+    del saved["policy"]["attributes"]["warm_up"]  # the policy's state as plain data
     newest.unlink()
     checkpoint.write(tmp_path / "run", saved["iteration"], saved, keep=3)
     resumed = train(config, tmp_path / "run", 2)
