@@ -246,3 +246,19 @@ def slurm(tmp_path_factory):
             stop(name)
         remove_network()
         CONF.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def started():
+    """The pipelines a test starts; one still running at the end (a failed test) is stopped as
+    Ctrl-C stops it, which cancels its SLURM jobs."""
+    pipelines = []
+    yield pipelines
+    for pipeline in pipelines:
+        if pipeline.job.poll() is None:
+            pipeline.job.send_signal(signal.SIGINT)
+            try:
+                pipeline.job.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(pipeline.job.pid, signal.SIGKILL)
+                pipeline.job.wait()

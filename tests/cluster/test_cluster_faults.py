@@ -5,8 +5,8 @@ retry resumes the run from its last checkpoint without the user."""
 
 import json
 import os
+import re
 import signal
-import subprocess
 import time
 
 import pytest
@@ -40,33 +40,35 @@ def faults(iterations=ITERATIONS):
     }
 
 
-@pytest.fixture
-def started():
-    """The pipelines a test starts; one still running at the end (a failed test) is stopped as
-    Ctrl-C stops it, which cancels its SLURM jobs."""
-    pipelines = []
-    yield pipelines
-    for pipeline in pipelines:
-        if pipeline.job.poll() is None:
-            pipeline.job.send_signal(signal.SIGINT)
-            try:
-                pipeline.job.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(pipeline.job.pid, signal.SIGKILL)
-                pipeline.job.wait()
+def killed_tasks(tail, node):
+    """The tasks srun says were killed on `node`: "tasks 2-3" in one line, or a line each."""
+    tasks = set()
+    for named in re.findall(rf"srun: error: {node}: tasks? ([\d,-]+): Killed", tail):
+        for part in named.split(","):
+            first, _, last = part.partition("-")
+            tasks.update(range(int(first), int(last or first) + 1))
+    return tasks
 
 
 class Pipeline:
     """The pipeline of `faults()` through the shipped profile (2 ranks a node), in the
     background."""
 
-    def __init__(self, started, tmp_path, iterations=ITERATIONS, **train_resources):
+    def __init__(
+        self, started, tmp_path, iterations=ITERATIONS, training=None, slurm_extra="",
+        **train_resources,
+    ):  # fmt: skip
         self.results = tmp_path / "results"
         self.train_dir = self.results / "runs" / RUN / "train"
         self.status = self.results / "logs" / "train" / f"{RUN}.status"
+        self.log = self.results / "logs" / "train" / f"{RUN}.log"
         self.iterations = iterations
-        profile = profile_with(tmp_path, slurm_extra="--ntasks-per-node=2", **train_resources)
-        self.job = start_on_slurm(self.results, profile=profile, override=faults(iterations))
+        profile = profile_with(
+            tmp_path, slurm_extra=f"--ntasks-per-node=2 {slurm_extra}".strip(), **train_resources
+        )
+        override = faults(iterations)
+        override["training"].update(training or {})
+        self.job = start_on_slurm(self.results, profile=profile, override=override)
         self.output = tmp_path / "snakemake.out"
         started.append(self)
 
@@ -123,7 +125,7 @@ def test_a_rank_killed_on_the_second_node_ends_the_job_naming_it(slurm, tmp_path
     print(f"a rank killed on n2: the job ended {took:.1f} s later (exit {status['code']})")
     tail = "\n".join(status["tail"])
     assert f"rank 3 (pid {pids[3]}) was lost" in tail, tail  # n2's peer watch
-    assert "srun: error: n2: tasks 2-3: Killed" in tail, tail  # srun's task number is the rank
+    assert killed_tasks(tail, "n2") == {2, 3}, tail  # srun's task number is the rank
     lost = f"ranks 2 (pid {pids[2]} on n2), 3 (pid {pids[3]} on n2) stopped answering"
     assert lost in tail, tail  # n1's ranks, signalled by srun, give up at once
     assert took < 30
