@@ -101,6 +101,27 @@ def test_a_killed_rank_ends_a_launch_and_the_run_finishes_on_the_survivors(digit
     assert worst <= 1e-4
 
 
+def test_with_max_ranks_a_new_rank_takes_the_killed_ranks_slot(digits, tmp_path):
+    elastic = {"max_ranks": 3, "max_restarts": 1}
+    config = write_config(
+        tmp_path, "run", dataset=str(digits), scenario={"slowdown": [1, 2, 8]}, elastic=elastic
+    )
+    whole = train(config, tmp_path / "whole", 3)
+    assert whole.returncode == 0, whole.stderr
+    out = tmp_path / "run"
+    job, log = supervised(config, out, 3, tmp_path)
+    kill_rank_after_checkpoint(job, out, victim=1)
+    assert job.wait(timeout=300) == 0, log.read_text()[-3000:]
+    text = log.read_text()
+    assert "ranks [1] of the last launch lost; going on with 3 ranks, 1 of them new" in text
+    rows = read_rows(out / "iterations.csv")
+    keys = sorted((int(r["iteration"]), int(r["rank"])) for r in rows)
+    assert keys == [(i, r) for i in range(ITERATIONS) for r in range(3)]
+    joined = yaml.safe_load((out / "config.yaml").read_text())
+    assert joined["scenario"]["slowdown"] == [1, 8, 1]  # the new rank is not rank 1's slowdown
+    assert worst_difference(tmp_path / "whole", out) <= 1e-4
+
+
 def test_fewer_survivors_than_min_ranks_end_the_run_with_the_launchs_failure(digits, tmp_path):
     config = write_config(
         tmp_path, "run", dataset=str(digits), elastic={"min_ranks": 2, "max_restarts": 1}

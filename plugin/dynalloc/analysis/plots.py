@@ -250,6 +250,7 @@ def _panels(runs, path, title, ylabel, draw):
     for ax, run, label in zip(axes, runs, _labels(runs), strict=False):
         draw(ax, run, colours[run.policy])
         _shade_changes(ax, run)
+        _mark_restarts(ax, run)
         ax.set_title(label, color=colours[run.policy], fontweight="bold")
         ax.set(xlabel="iteration", ylabel=ylabel)
         ax.set_ylim(bottom=0)
@@ -266,6 +267,23 @@ def _shade_changes(ax, run):
     for i, change in enumerate(changes):
         end = last if change.get("end") is None else change["end"]
         ax.axvspan(change["start"], end, color="0.88", zorder=0, label="" if i else "speed change")
+
+
+def _mark_restarts(ax, run):
+    """A dotted line where an elastic run went on with the ranks that remained after a loss
+    (the `ranks` column changed), labelled with the ranks before and after; the ranks are
+    numbered anew from there."""
+    if "ranks" not in run.iterations:
+        return
+    ranks = run.iterations.groupby("iteration")["ranks"].first()
+    changed = ranks[ranks.diff().fillna(0) != 0]
+    for i, (iteration, after) in enumerate(changed.items()):
+        before = ranks[ranks.index < iteration].iloc[-1]
+        ax.axvline(iteration, color="0.3", linestyle=":", label="" if i else "restart")
+        where = {"xycoords": ("data", "axes fraction"), "textcoords": "offset points",
+                 "bbox": {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"}}  # fmt: skip
+        text = f"{before} -> {after} ranks"
+        ax.annotate(text, (iteration, 0.03), xytext=(3, 0), fontsize="small", color="0.3", **where)
 
 
 def _in_order(policy):

@@ -6,7 +6,9 @@ A lost rank or node then ends one launch of the training, not the training: the 
 supervisor (`runtime.common.elastic`) starts it again on the ranks that remain, at least
 `min_ranks` of them, at most `max_restarts` times, and the run resumes from its last checkpoint.
 A smaller set of ranks is only another split of the same global batch: the SGD is the same.
-`max_ranks` caps the ranks a restart may take (where a scheduler offers more).
+With `max_ranks`, new ranks join the survivors at a restart, up to it: in the slots the job
+still has (a killed rank's; not those of a host cut off) under the supervisor, in the nodes its
+rendezvous admits under torchrun (whose --nnodes maximum may not exceed it).
 """
 
 from dynalloc.errors import DynallocError

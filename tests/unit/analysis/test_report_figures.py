@@ -231,3 +231,20 @@ def test_panel_titles_name_the_axis_that_tells_runs_apart(tmp_path, drawn):
         "static, slow [a-run]",
         "static, slow [c-run]",
     ]
+
+
+def test_an_elastic_runs_restart_is_marked_where_its_ranks_changed(tmp_path, drawn):
+    """An elastic run lost a rank after iteration 2: rows of 3 ranks, then of 2."""
+    run = make_run(tmp_path, "elastic", [[0.1, 0.2, 0.3]] * 5)
+    rows = pd.read_csv(run / "iterations.csv")
+    rows["ranks"] = 3
+    rows = rows[(rows["iteration"] < 3) | (rows["rank"] < 2)]
+    rows.loc[rows["iteration"] >= 3, "ranks"] = 2
+    rows.to_csv(run / "iterations.csv", index=False)
+    plots.plot_shares([run], tmp_path / "shares.png")
+    ax = drawn[0].axes[0]
+    marks = [line for line in ax.lines if line.get_label() == "restart"]
+    assert len(marks) == 1 and list(marks[0].get_xdata()) == [3, 3]
+    assert [text.get_text() for text in ax.texts] == ["3 -> 2 ranks"]
+    plots.plot_shares([make_run(tmp_path, "fixed", [[0.1, 0.2]] * 5)], tmp_path / "two.png")
+    assert not [line for line in drawn[1].axes[0].lines if line.get_label() == "restart"]

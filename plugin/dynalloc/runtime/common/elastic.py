@@ -30,34 +30,38 @@ from dynalloc.runtime.common import checkpoint
 
 LOST = re.compile(r"rank (\d+) \(pid \d+\) was lost")  # the peer watch's line
 SILENT = re.compile(r"(\d+) \(pid \d+ on ([^)\s]+)\)")  # the stall watch's list of ranks
-SRUN_LOST = re.compile(r"srun: error: (\S+): tasks? ([\d,-]+): (?:Killed|Terminated|Exited)")
 
 
 def lost_ranks(text):
-    """(ranks, hosts): the ranks a launch's output says were lost, and the hosts cut off (those
-    whose ranks stopped answering, which a new launch must not use)."""
-    ranks, hosts = {int(r) for r in LOST.findall(text)}, set()
+    """(ranks, hosts): the ranks a launch's output says were lost, and the hosts cut off, which
+    a new launch must not use. A rank that died is named by its host's peer watch, and only it
+    is lost: the launcher then ends the others (srun's "tasks 2-3: Killed"), which stop
+    answering too. Without that line (a host cut off takes its watch along), the ranks that
+    stopped answering are lost, with their hosts."""
+    died = {int(rank) for rank in LOST.findall(text)}
+    if died:
+        return died, set()
+    ranks, hosts = set(), set()
     for line in text.splitlines():
         if "stopped answering" in line:
             for rank, host in SILENT.findall(line.split(":", 3)[-1]):
                 ranks.add(int(rank))
                 hosts.add(host)
-        for _node, tasks in SRUN_LOST.findall(line):  # killed tasks: their node lives
-            for part in tasks.split(","):
-                low, _, high = part.partition("-")
-                ranks.update(range(int(low), int(high or low) + 1))
     return ranks, hosts
 
 
 @dataclass
 class Elastic:
-    """One run's restarts: its run config, the ranks of the original launch still in it (their
-    original numbers, in rank order), the hosts excluded, the restarts made."""
+    """One run's restarts: its run config, the ranks of the current launch (their numbers in the
+    original launch, in rank order; a rank that joined later has a number past them), the
+    launch slots the job still has (the original ranks, less those of hosts cut off), the hosts
+    excluded, the restarts made."""
 
     config_path: Path
     out: Path
     elastic: dict
     ranks: list
+    slots: int
     excluded: set = field(default_factory=set)
     restarts: int = 0
 
@@ -73,11 +77,13 @@ class Elastic:
         elastic = check_elastic(raw.get("elastic"), ranks)
         if not elastic["max_restarts"]:
             return None
-        return cls(Path(config_path), Path(out), elastic, list(range(ranks)))
+        return cls(Path(config_path), Path(out), elastic, list(range(ranks)), ranks)
 
     def restart(self, command, output):
         """The command that goes on after the launch `command` ended with `output`, or None
-        when no rank was lost, too few remain, or the restarts are spent; why, as a line."""
+        when no rank was lost, too few remain, or the restarts are spent; why, as a line.
+        The survivors go on; with `max_ranks`, new ranks join them in the job's free slots (a
+        killed rank's, not a cut-off host's), up to max_ranks."""
         if self.restarts >= self.elastic["max_restarts"]:
             return None, f"no restart left (elastic.max_restarts {self.elastic['max_restarts']})"
         lost, hosts = lost_ranks(output)
@@ -85,34 +91,39 @@ class Elastic:
         if not lost:
             return None, "no rank was lost: not a failure a restart cures"
         survivors = [r for i, r in enumerate(self.ranks) if i not in lost]
-        cap = self.elastic["max_ranks"] or len(survivors)
-        survivors = survivors[:cap]
         if len(survivors) < (self.elastic["min_ranks"] or 1):
             return None, (f"{len(survivors)} ranks remain, fewer than elastic.min_ranks "
                           f"{self.elastic['min_ranks']}")  # fmt: skip
         self.restarts += 1
         self.excluded |= hosts
-        config = self._survivors_config(survivors)
-        self.ranks = survivors
-        return self._command(command, config, len(survivors)), (
+        if hosts:
+            self.slots -= len(lost)  # the ranks of hosts cut off: their slots are gone too
+        newest = max(self.ranks) + 1
+        joining = min(self.elastic["max_ranks"] or 0, self.slots) - len(survivors)
+        ranks = survivors + list(range(newest, newest + max(joining, 0)))
+        config = self._survivors_config(ranks)
+        self.ranks = ranks
+        return self._command(command, config, len(ranks)), (
             f"restart {self.restarts} of {self.elastic['max_restarts']}: ranks "
-            f"{sorted(lost)} of the last launch lost; going on with {len(survivors)} ranks"
+            f"{sorted(lost)} of the last launch lost; going on with {len(ranks)} ranks"
             + (f", without {', '.join(sorted(hosts))}" if hosts else "")
+            + (f", {joining} of them new" if joining > 0 else "")
         )
 
-    def _survivors_config(self, survivors):
-        """The run config for `survivors` (original rank numbers), written beside the run."""
+    def _survivors_config(self, ranks):
+        """The run config for `ranks` (as `self.ranks` numbers them), written beside the run."""
         raw = load_config(self.config_path)
-        config = for_survivors(raw, survivors, self._costs(survivors))
+        config = for_survivors(raw, ranks, self._costs(ranks))
         path = self.out.parent / f"{self.out.name}.elastic-{self.restarts}.yaml"
         with atomic_write(path) as handle:
             yaml.safe_dump(config, handle, sort_keys=False)
         return path
 
-    def _costs(self, survivors):
-        """Each survivor's own cost (its emulated slowdown divided out), as `warm_start` takes
+    def _costs(self, ranks):
+        """Each rank's own cost (its emulated slowdown divided out), as `warm_start` takes
         them, from what adaptive had learnt of it by the run's newest checkpoint (the last
-        launch's ranks, which `self.ranks` lists); None without such a checkpoint."""
+        launch's ranks, which `self.ranks` lists); a rank that joins is taken for the survivors'
+        median until it is measured. None without such a checkpoint."""
         try:
             found = checkpoint.newest_valid(self.out, lambda message: None)
         except DynallocError:
@@ -122,17 +133,25 @@ class Elastic:
         costs = learnt_costs(found[1]["policy"], found[1]["books"]["rows"])
         if costs is None:
             return None
-        mine = [self.ranks.index(r) for r in survivors]
         a, c, noise = costs
-        return {"intercept_s": [float(a[r]) for r in mine],
-                "per_sample_s": [float(c[r]) for r in mine], "noise": noise}  # fmt: skip
+        kept = [self.ranks.index(r) for r in ranks if r in self.ranks]
+
+        def each(values):
+            known = [float(values[i]) for i in kept]
+            return known + [float(np.median(known))] * (len(ranks) - len(kept))
+
+        return {"intercept_s": each(a), "per_sample_s": each(c), "noise": noise}
 
     def _command(self, command, config, ranks):
         command = list(command)
         command[command.index("-n") + 1] = str(ranks)
         command[command.index("--config") + 1] = str(config)
-        if self.excluded and Path(command[0]).name == "srun":
-            command.insert(1, f"--exclude={','.join(sorted(self.excluded))}")
+        if Path(command[0]).name == "srun":
+            # The last step lingers on a node cut off (slurmctld holds its CPUs everywhere until
+            # SlurmdTimeout, 300 s by default): the new one shares them, on the other nodes.
+            command = [c for c in command if not c.startswith("--exclude=") and c != "--overlap"]
+            excluded = [f"--exclude={','.join(sorted(self.excluded))}"] if self.excluded else []
+            command[1:1] = ["--overlap", *excluded]
         return command
 
 

@@ -19,13 +19,12 @@ STALL = (
 )
 
 
-def test_lost_ranks_are_read_from_the_peer_watch_the_stall_watch_and_srun():
+def test_a_rank_that_died_is_lost_and_ranks_that_stopped_answering_without_it_with_hosts():
     watch = "dynalloc train: error: rank 1 (pid 4038) was lost (killed or crashed); stopping"
-    assert lost_ranks(watch + "\n" + watch) == ({1}, set())
-    assert lost_ranks(STALL) == ({2, 3}, {"node3"})
-    srun = "srun: error: node2: tasks 4-5,7: Killed\nsrun: error: node1: task 0: Exited"
-    assert lost_ranks(srun) == ({0, 4, 5, 7}, set())
-    assert lost_ranks("dynalloc train: error: the loss became nan") == (set(), set())
+    srun = "srun: error: n2: tasks 1,3: Killed"
+    assert lost_ranks("\n".join([watch, watch, STALL, srun])) == ({1}, set())
+    assert lost_ranks(STALL + "\n" + srun) == ({2, 3}, {"node3"})
+    assert lost_ranks("dynalloc train: error: the loss became nan\n" + srun) == (set(), set())
 
 
 def launch(tmp_path, ranks=4, elastic=None, launcher=("mpiexec",)):
@@ -49,7 +48,8 @@ def test_a_restart_goes_on_with_the_survivors_and_excludes_cut_off_hosts(tmp_pat
     assert why == (
         "restart 1 of 2: ranks [2, 3] of the last launch lost; going on with 2 ranks, without node3"
     )
-    assert again[:4] == ["srun", "--exclude=node3", "--mpi=pmi2", "-n"] and again[4] == "2"
+    assert again[:5] == ["srun", "--overlap", "--exclude=node3", "--mpi=pmi2", "-n"]
+    assert again[5] == "2"
     config = yaml.safe_load(Path(again[again.index("--config") + 1]).read_text())
     assert config["scenario"]["slowdown"] == [1, 2]
     lost = "dynalloc train: error: rank 0 (pid 9) was lost (killed or crashed)"
@@ -92,8 +92,10 @@ def test_survivors_start_from_the_costs_adaptive_learnt_with_their_slowdown_divi
     assert learnt_costs(export(make_policy("adaptive", 3, 96)), rows) is None  # nothing seen
 
 
-def test_the_survivors_config_carries_their_learnt_costs(tmp_path):
-    command, elastic = launch(tmp_path, ranks=3)
+@pytest.mark.parametrize("max_ranks", [None, 3])
+def test_the_survivors_config_carries_their_learnt_costs(tmp_path, max_ranks):
+    elastic_section = {"min_ranks": 2, "max_ranks": max_ranks, "max_restarts": 2}
+    command, elastic = launch(tmp_path, ranks=3, elastic=elastic_section)
     policy = make_policy("adaptive", 3, 96)
     slowdown = [1.0, 2.0, 3.0]
     rows = rows_of(policy, [32, 32, 32], [0.07, 0.13, 0.2], slowdown)
@@ -105,5 +107,23 @@ def test_the_survivors_config_carries_their_learnt_costs(tmp_path):
     config = yaml.safe_load(Path(again[again.index("--config") + 1]).read_text())
     warm = config["policy"]["warm_start"]
     a, c, _ = learnt_costs(export(policy), rows)
-    assert warm["per_sample_s"] == pytest.approx([c[0], c[2]])
-    assert warm["intercept_s"] == pytest.approx([a[0], a[2]])
+    joined = [] if max_ranks is None else [np.median([c[0], c[2]])]  # taken for the median
+    assert warm["per_sample_s"] == pytest.approx([c[0], c[2], *joined])
+    assert warm["intercept_s"][:2] == pytest.approx([a[0], a[2]])
+    assert len(warm["intercept_s"]) == len(warm["per_sample_s"])
+
+
+def test_with_max_ranks_new_ranks_join_in_the_slots_the_job_still_has(tmp_path):
+    command, elastic = launch(tmp_path, elastic={"max_ranks": 4, "max_restarts": 3},
+                              launcher=("srun",))  # fmt: skip
+    lost = "dynalloc train: error: rank 1 (pid 9) was lost (killed or crashed)"
+    again, why = elastic.restart(command, lost)  # a killed rank's slot: a new rank takes it
+    assert why == (
+        "restart 1 of 3: ranks [1] of the last launch lost; going on with 4 ranks, 1 of them new"
+    )
+    assert elastic.ranks == [0, 2, 3, 4]
+    config = yaml.safe_load(Path(again[again.index("--config") + 1]).read_text())
+    assert config["scenario"]["slowdown"] == [1, 3, 4, 1.0]  # the new rank: no emulated slowdown
+    again, why = elastic.restart(again, STALL)  # ranks 2 and 3 now: original 3 and new 4
+    assert why.endswith("going on with 2 ranks, without node3")  # a cut-off host's slots go
+    assert elastic.ranks == [0, 2] and elastic.slots == 2
