@@ -28,7 +28,7 @@ def recorded_run(root, ranks=2, model="lenet", slowdown=(1.0, 2.0), iterations=3
                 b = share if r == 0 else 200 - share
                 busy = slowdown[r] * (A[r] + C[r] * b) * (1 + 0.01 * rng.standard_normal())
                 writer.writerow([i, 0, r, b, busy, 0.001, 0.0, busy + 0.002, 1.0, slowdown[r],
-                                 "adaptive", 0.0, 0.0])  # fmt: skip
+                                 "adaptive", 0.0, 0.0, ranks])  # fmt: skip
     config = {"ranks": ranks, "model": model, "framework": "mxnet", "global_batch": 200,
               "scenario": {"slowdown": list(slowdown), "changes": []}}  # fmt: skip
     (root / rundir.CONFIG).write_text(yaml.safe_dump(config))
