@@ -2,7 +2,9 @@
 directory `dynalloc train` writes, the same numbers, resume after a signal, and one line for the
 mean-loss mistake."""
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -82,15 +84,33 @@ def test_a_stopped_script_resumes_where_it_stopped(digits, tmp_path):
     assert all(np.array_equal(a[name], b[name]) for name in a)
 
 
-def test_a_mean_loss_stops_with_one_line(digits, tmp_path):
+@pytest.mark.parametrize(
+    ("mistake", "said"),
+    [("--mean", "without .mean()"), ("--own-step", "remove your trainer.step()")],
+)
+def test_a_mean_loss_or_a_step_of_its_own_stops_with_one_line(digits, tmp_path, mistake, said):
     config = write_config(
-        tmp_path, "run", dataset=str(digits), script=str(OWN_LOOP), script_args=["--mean"]
+        tmp_path, "run", dataset=str(digits), script=str(OWN_LOOP), script_args=[mistake]
     )
     result = dynalloc("train", "--config", config, "--out", tmp_path / "run", ranks=2)
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "without .mean()" in lines[0], result.stderr[-2000:]
+    assert len(lines) == 1 and said in lines[0], result.stderr[-2000:]
     assert "iterations.csv" not in os.listdir(tmp_path / "run")
+
+
+def test_epochs_without_a_test_loss_are_logged(digits, tmp_path):
+    config = write_config(
+        tmp_path, "run", dataset=str(digits), script=str(OWN_LOOP),
+        script_args=["--accuracy-only"], iterations=None, epochs=2,
+    )  # fmt: skip
+    result = dynalloc("train", "--config", config, "--out", tmp_path / "run", ranks=2)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert "Traceback" not in log, log
+    assert len(re.findall(r"epoch \d: [\d.]+ s, train loss [\d.]+, test accuracy 0.5000", log)) == 2
+    epochs = read_rows(tmp_path / "run" / "epochs.csv")
+    assert [(e["test_loss"], e["test_accuracy"]) for e in epochs] == [("", "0.5")] * 2
 
 
 def test_a_script_outside_dynalloc_train_is_told_how_to_run():
@@ -117,8 +137,27 @@ def test_the_example_script_trains_a_zoo_network(digits, tmp_path):
         min_share=8,
         policy={"name": "adaptive"},
     )
+    raw = yaml.safe_load(config.read_text())
+    del raw["model"], raw["optimizer"]  # the script builds its own: its config names neither
+    config.write_text(yaml.safe_dump(raw))
     result = dynalloc("train", "--config", config, "--out", tmp_path / "run", ranks=2)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = read_rows(tmp_path / "run" / "iterations.csv")
     assert len(rows) == 24 and min(int(r["batch_size"]) for r in rows) >= 8
     assert (tmp_path / "run" / "model.params").stat().st_size > 100_000  # ResNet-18, not the MLP
+    recorded = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert recorded["script"] == str(EXAMPLE)
+    assert recorded["model"] is None and recorded["optimizer"] is None  # none it never built
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["model"] == "train_resnet"
+
+
+def test_a_script_building_through_dynalloc_without_a_model_is_told_in_one_line(digits, tmp_path):
+    config = write_config(tmp_path, "run", dataset=str(digits), script=str(OWN_LOOP))
+    raw = yaml.safe_load(config.read_text())
+    del raw["model"]
+    config.write_text(yaml.safe_dump(raw))
+    result = dynalloc("train", "--config", config, "--out", tmp_path / "run", ranks=2)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "config key 'model' is unset" in lines[0], result.stderr[-2000:]

@@ -26,6 +26,9 @@ parser.add_argument("--slow", nargs="*", default=[], help="RANK=FACTOR")
 parser.add_argument("--loss", default="mean", choices=["mean", "per-sample"])
 parser.add_argument("--epochs", type=int, default=3)
 parser.add_argument("--probe", action="store_true", help="warm-start adaptive from a probe")
+parser.add_argument(
+    "--own-step", action="store_true", help="a DDP script's optimizer.step() left in"
+)
 args = parser.parse_args()
 
 rank, ranks = init_process_group()
@@ -54,6 +57,8 @@ for epoch in range(args.epochs):
             loss = loss_fn(model(x_all[step.indices]), y_all[step.indices])
             loss.mean().backward()
         step.finish(loss)
+        if args.own_step:
+            optimizer.step()
     seen.append(mine)
 width = max(len(m) for m in seen)
 np.save(f"{args.out}.indices-{rank}.npy", np.array([m + [-1] * (width - len(m)) for m in seen]))

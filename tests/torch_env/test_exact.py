@@ -70,6 +70,16 @@ def test_a_loss_per_sample_is_refused_in_one_line_on_every_rank(tmp_path):
     assert not list(tmp_path.glob("*.npy"))  # nothing written
 
 
+@pytest.mark.parametrize("ddp", [[], ["--ddp"]], ids=["module", "ddp"])
+def test_an_optimizer_step_of_the_scripts_own_is_refused_in_one_line(tmp_path, ddp):
+    """Left in from a DDP script, it would step twice an iteration, training silently worse."""
+    result = torchrun(2, "loop.py", tmp_path / "run", "--own-step", *ddp)
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if "besides step.finish" in line]
+    assert lines and "remove your optimizer.step()" in lines[0], result.stderr[-2000:]
+    assert not list(tmp_path.glob("*.npy"))
+
+
 def test_a_killed_rank_ends_the_job_through_torchrun(tmp_path):
     """torchrun's own failure handling: a worker lost, the others are stopped, it exits."""
     out = tmp_path / "run"

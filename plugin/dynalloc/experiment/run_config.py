@@ -13,7 +13,7 @@ import yaml
 from dynalloc.core.policies import POLICIES, make_policy
 from dynalloc.core.scenario import Scenario
 from dynalloc.core.shares import check_bounds
-from dynalloc.errors import DynallocError
+from dynalloc.errors import DynallocError, SharedError
 from dynalloc.experiment.elastic_spec import ELASTIC_DEFAULTS, check_elastic
 from dynalloc.experiment.model_spec import check_model
 from dynalloc.experiment.stream_config import STREAM_DEFAULTS, check_stream
@@ -76,6 +76,8 @@ def resolve(raw, ranks):
     config = copy.deepcopy(DEFAULTS)
     config.update(copy.deepcopy(raw))
     config["ranks"] = ranks
+    if config["script"] is not None:  # it builds its own: config.yaml records what it was given
+        config.update({key: raw.get(key) for key in SCRIPT_BUILDS})
 
     if not config["dataset"] or not isinstance(config["dataset"], str):
         raise DynallocError(
@@ -84,7 +86,8 @@ def resolve(raw, ranks):
         )
     config["dataset"] = str(Path(config["dataset"]).expanduser().resolve())
     check_framework(config["framework"])
-    check_model(config["model"])
+    if config["model"] is not None or config["script"] is None:
+        check_model(config["model"])
     if config["framework"] == "torch" and "zoo" in (config["model"] or ()):
         raise DynallocError(
             "config key 'model.zoo' names a network of MXNet's model zoo; a framework: "
@@ -129,7 +132,8 @@ def resolve(raw, ranks):
         )
 
     check_policy(config, built)
-    _mapping(config, "optimizer")
+    if config["optimizer"] is not None or config["script"] is None:
+        _mapping(config, "optimizer")
     _checkpoint(config)
     _stall_timeout(config)
     _script(config)
@@ -142,6 +146,18 @@ def resolve(raw, ranks):
 
 
 FRAMEWORKS = ("mxnet", "torch")
+SCRIPT_BUILDS = ("model", "optimizer")  # a script's run config names them only if it uses them
+
+
+def built_by_dynalloc(config, key):
+    """config[key] (model, optimizer) for dynalloc to build; a script run's config that names
+    none is told in one line (every rank reads the same config at the same point)."""
+    if config[key] is None:
+        raise SharedError(
+            f"config key {key!r} is unset: a script run's config names the {key} it builds "
+            "through dynalloc (a script that builds its own needs none)"
+        )
+    return config[key]
 
 
 def _as_dict(value):

@@ -106,16 +106,15 @@ class Books:
         self.epoch_rows.append(row)
         self.epochs.write([row])
         target = self.config["target_accuracy"]
-        if target is not None and self.time_to_target is None and test_accuracy >= target:
+        reached = test_accuracy is not None and target is not None and test_accuracy >= target
+        if reached and self.time_to_target is None:
             self.time_to_target = self.wall_s
-        log.info(
-            "epoch %d: %.1f s, train loss %.4f, test loss %.4f, test accuracy %.4f",
-            epoch,
-            elapsed,
-            train_loss,
-            test_loss,
-            test_accuracy,
+        figures = {"train loss": train_loss, "test loss": test_loss,
+                   "test accuracy": test_accuracy}  # fmt: skip
+        said = ", ".join(
+            f"{name} {value:.4f}" for name, value in figures.items() if value is not None
         )
+        log.info("epoch %d: %.1f s, %s", epoch, elapsed, said)
 
     def probed(self, seconds, shares):
         self.probe_s = seconds
@@ -163,7 +162,7 @@ class Books:
             "done: %.1f samples/s, mean wait fraction %.3f, test accuracy %.4f",
             metrics["samples_per_s"],
             metrics["mean_wait_fraction"],
-            final.test_accuracy,
+            nan if final.test_accuracy is None else final.test_accuracy,
         )
         self.iterations.close()
         self.epochs.close()

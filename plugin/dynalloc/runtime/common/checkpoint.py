@@ -28,6 +28,7 @@ import numpy as np
 
 from dynalloc.core.state import export, plain
 from dynalloc.errors import DynallocError
+from dynalloc.experiment.run_config import SCRIPT_BUILDS
 from dynalloc.fsutil import atomic_write
 
 MAGIC = b"DYNALLOC-CHECKPOINT 2\n"
@@ -174,6 +175,8 @@ def check_resumable(path, saved, config):
     """DynallocError unless a run of `config` may continue from the checkpoint of a run of
     `saved` (both resolved configs)."""
     for key in IDENTITY_KEYS:
+        if config.get("script") and key in SCRIPT_BUILDS and config.get(key) is None:
+            continue  # the script builds its own (an older checkpoint names the defaults)
         if saved.get(key) != config.get(key):
             raise DynallocError(
                 f"checkpoint {path} belongs to a run with {key} {saved.get(key)!r}, this config "

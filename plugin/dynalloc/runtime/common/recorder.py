@@ -235,9 +235,10 @@ class Recorder:
         n = self.data.test_size
         return float(loss_sum / n), float(correct / n)
 
-    def end_epoch(self, test_loss, test_accuracy):
+    def end_epoch(self, test_loss=None, test_accuracy=None):
         """Record the epoch just trained (its train loss comes from the steps) and checkpoint;
-        the test figures must be the same on every rank."""
+        the test figures must be the same on every rank, either may be None (a script that
+        measures no test loss); epochs.csv leaves them empty."""
         epoch, losses, sizes, elapsed = self.trained
         with self.stall.watching():
             self.collect_rows()

@@ -9,13 +9,14 @@ def build(setup, **trainer_options):
     `trainer_options` go to gluon.Trainer (the baseline's kvstore); by default none."""
     from mxnet import gluon
 
+    from dynalloc.experiment.run_config import built_by_dynalloc
     from dynalloc.runtime.mxnet.models import build_model
     from dynalloc.runtime.mxnet.optim import build_optimizer
 
     config, data = setup.config, setup.data
-    optimizer = build_optimizer(config["optimizer"], setup.total)
+    optimizer = build_optimizer(built_by_dynalloc(config, "optimizer"), setup.total)
     net = build_model(
-        config["model"],
+        built_by_dynalloc(config, "model"),
         data.classes,
         setup.input_shape,
         config["seed"],

@@ -139,7 +139,7 @@ class DynamicBatch(Allocation):
             batchnorm=any(name.endswith("running_mean") for name in params),
             pin_cores=pin_cores, threads_per_rank=threads_per_rank,
         )  # fmt: skip
-        self.trainer = trainer
+        self.trainer, self.updates = trainer, trainer.optimizer.num_update
 
     def average_state(self):
         """Average the parameters that no gradient updates (BatchNorm running statistics, which
@@ -171,12 +171,29 @@ class DynamicBatch(Allocation):
         for gradients in self.exchange.tensors:
             gradients[:] = 0.0
 
+    def _step(self, batch):
+        """trainer.step(batch). A script's own trainer.step() left in (from a Horovod or
+        dist_sync script) would apply the gradients twice: Gluon refuses the second step on
+        stale gradients; where the script's came first, this names the fix (every rank is at
+        the same point)."""
+        stepped = self.trainer.optimizer.num_update
+        try:
+            self.trainer.step(batch)
+        except UserWarning:  # Gluon's stale gradient
+            if stepped == self.updates:
+                raise
+            raise SharedError(
+                "trainer.step() called besides step.finish(loss), which steps the trainer "
+                "itself: remove your trainer.step()"
+            ) from None
+        self.updates = self.trainer.optimizer.num_update
+
     def _finish(self, step, loss):
         # Gluon's backward gives the gradient of the sum over a rank's samples: summed over the
         # ranks that is B times the mean's, which trainer.step(B) scales by the optimizer's own
         # rescale_grad / B, inside its update (no pass of its own over the gradients).
         sync_s = self.exchange.allreduce()
-        self.trainer.step(int(np.sum(step.shares)))
+        self._step(int(np.sum(step.shares)))
         mx.nd.waitall()
         gathered = self.gather([*step.timings(), loss, float(self.stop_requested)])
         return self.settle(step, sync_s, gathered)

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from dynalloc.experiment.run_config import built_by_dynalloc
 from dynalloc.runtime.torch import loop
 from dynalloc.runtime.torch.batch import DynamicBatch
 from dynalloc.runtime.torch.comm import TorchComm
@@ -33,9 +34,11 @@ class Backend:
         wrapped in DistributedDataParallel, whose gradients the share-weighted hook sums while
         the backward pass still runs; the loop calls the wrapper, the rest its `module`."""
         config = setup.config
-        net = build_model(config["model"], setup.data.classes, setup.input_shape,
-                          config["seed"], config["python_path"])  # fmt: skip
-        optimizer, scheduler = build_optimizer(config["optimizer"], setup.total, net.parameters())
+        net = build_model(built_by_dynalloc(config, "model"), setup.data.classes,
+                          setup.input_shape, config["seed"], config["python_path"])  # fmt: skip
+        optimizer, scheduler = build_optimizer(
+            built_by_dynalloc(config, "optimizer"), setup.total, net.parameters()
+        )
         if self.comm.Get_size() > 1:
             net = DistributedDataParallel(net)
         return net, optimizer, scheduler

@@ -106,7 +106,8 @@ class DynamicBatch(Allocation):
         # The small per-iteration gathers go over gloo on the CPU, whatever carries gradients.
         on_cpu = dist.get_backend(group) == dist.Backend.GLOO
         self.meta = group if on_cpu else dist.new_group(backend="gloo")
-        self.weight, self.overlapped_s = 1.0, 0.0
+        self.weight, self.overlapped_s, self.stepping = 1.0, 0.0, False
+        optimizer.register_step_pre_hook(self._refuse_a_step_of_its_own)
         if self.ddp:  # DDP has broadcast rank 0's parameters already
             self.hook = ShareWeight(group)
             model.register_comm_hook(self.hook, share_weighted_hook)
@@ -122,6 +123,16 @@ class DynamicBatch(Allocation):
             # A GPU rank's host threads (launches, autograd, NCCL) need more than one core.
             pin_cores=pin_cores and self.device.type == "cpu", threads_per_rank=threads_per_rank,
         )  # fmt: skip
+
+    def _refuse_a_step_of_its_own(self, optimizer, args, kwargs):
+        """step.finish() steps the optimizer: a script's own optimizer.step() (a DDP script's,
+        left in place) would apply each iteration's gradients twice, training silently
+        otherwise. Every rank's script calls it at the same point."""
+        if not self.stepping:
+            raise SharedError(
+                "optimizer.step() called besides step.finish(loss), which steps the optimizer "
+                "itself: remove your optimizer.step() (and zero_grad())"
+            )
 
     def weigh(self, weight):
         """This rank's gradients weigh `weight` (`b_r / B`) in the iteration under way."""
@@ -200,7 +211,11 @@ class DynamicBatch(Allocation):
             dist.all_reduce(self.gradients, group=self.group)
             self.wait_for_device()
             sync_s = time.perf_counter() - began
-        self.optimizer.step()
+        self.stepping = True
+        try:
+            self.optimizer.step()
+        finally:
+            self.stepping = False
         if self.scheduler is not None:
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=False)
