@@ -35,9 +35,9 @@ assert correct > 0.8, correct
 """
 
 
-def page_example():
+def page_example(heading="## Your own Gluon training loop"):
     text = PAGE.read_text()
-    section = text.split("## Your own Gluon training loop", 1)[1]
+    section = text.split(heading, 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -50,4 +50,29 @@ def test_the_example_trains_on_two_ranks(digits, tmp_path):
     )
     result = mpi_python(2, script)
     assert result.returncode == 0, result.stderr
+    assert result.stdout.count("test accuracy") == 2
+
+
+LOADER_CHECK = (
+    """
+from mpi4py import MPI
+taken = MPI.COMM_WORLD.allreduce(sum(row[3] for row in dyn.rows))  # batch_size, every rank's
+assert taken == epochs * len(train_x), taken
+"""
+    + CHECK
+)
+
+
+def test_the_dataloader_example_trains_on_two_ranks(digits, tmp_path):
+    code = page_example()
+    imports, rest = code.split("\nnet = build_your_net()", 1)
+    before_loop = rest.split("\nfor epoch in range(epochs):", 1)[0]
+    loop = page_example("### Your DataLoader")
+    script = tmp_path / "example.py"
+    script.write_text(
+        imports + SETUP.format(dataset=str(digits)) + "\nnet = build_your_net()" + before_loop
+        + "\n" + loop + LOADER_CHECK
+    )  # fmt: skip
+    result = mpi_python(2, script)
+    assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("test accuracy") == 2

@@ -29,6 +29,7 @@ parser.add_argument("--probe", action="store_true", help="warm-start adaptive fr
 parser.add_argument(
     "--own-step", action="store_true", help="a DDP script's optimizer.step() left in"
 )
+parser.add_argument("--loader", type=int, help="read through a DataLoader with this many workers")
 args = parser.parse_args()
 
 rank, ranks = init_process_group()
@@ -48,13 +49,21 @@ loss_fn = nn.CrossEntropyLoss(reduction="none" if args.loss == "per-sample" else
 if args.probe:  # a forward and backward pass of n samples, through the module itself
     module = getattr(model, "module", model)
     dyn.probe(lambda n: loss_fn(module(x_all[:n]), y_all[:n]).mean().backward())
+if args.loader is not None:  # the framework's own data path: workers, prefetch, collate
+    dataset = torch.utils.data.TensorDataset(x_all, y_all)
+    loader = torch.utils.data.DataLoader(dataset, batch_sampler=dyn.batch_sampler(),
+                                         num_workers=args.loader)  # fmt: skip
 seen = []
 for epoch in range(args.epochs):
     mine = []
-    for step in dyn.epoch(epoch):
+    if args.loader is None:
+        steps = ((step, (x_all[step.indices], y_all[step.indices])) for step in dyn.epoch(epoch))
+    else:
+        steps = dyn.epoch(epoch, loader=loader)
+    for step, (x, y) in steps:
         mine.extend(step.indices.tolist())
         with step.compute():
-            loss = loss_fn(model(x_all[step.indices]), y_all[step.indices])
+            loss = loss_fn(model(x), y)
             loss.mean().backward()
         step.finish(loss)
         if args.own_step:

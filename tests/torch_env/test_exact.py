@@ -45,6 +45,23 @@ def test_a_probe_starts_balanced_and_trains_the_model_of_one_rank(one_rank, tmp_
     assert np.abs(np.load(f"{out}.params.npy") - one_rank).max() < 1e-5
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_dataloader_over_the_batch_sampler_trains_the_model_of_one_rank(
+    one_rank, tmp_path, workers
+):
+    """Its workers ask for the indices ahead: the shares are the policy's of then, the same
+    on every rank, and each sample is taken once an epoch."""
+    out = tmp_path / "run"
+    result = torchrun(2, "loop.py", out, *SLOW, "--ddp", "--loader", str(workers))
+    assert result.returncode == 0, result.stderr[-3000:]
+    shares = np.load(f"{out}.shares.npy")
+    assert len(set(shares.tolist())) > 1, "the shares never moved: nothing was tested"
+    assert np.abs(np.load(f"{out}.params.npy") - one_rank).max() < 1e-5
+    indices = np.concatenate([np.load(f"{out}.indices-{r}.npy") for r in range(2)], axis=1)
+    for epoch in indices:
+        assert np.sort(epoch[epoch >= 0]).tolist() == list(range(600))
+
+
 def test_mpiexec_starts_the_ranks_too(one_rank, tmp_path):
     out = tmp_path / "run"
     result = mpiexec(3, "loop.py", out, *SLOW, "--ddp")

@@ -22,6 +22,7 @@ from dynalloc.experiment.warm_spec import PROBE, check_warm_start
 from dynalloc.experiment.warm_start import warm_costs
 from dynalloc.rundir import Row
 from dynalloc.runtime.common.placement import place_process
+from dynalloc.runtime.common.share_sampler import ShareSampler
 from dynalloc.runtime.common.timing import ComputeTimer
 
 
@@ -88,6 +89,7 @@ class Allocation:
         self.rows = []
         self.stop_requested = False  # set it on any rank: all agree in the next finish()
         self.stopping = False
+        self.share_sampler = None
 
     @property
     def shares(self):
@@ -126,9 +128,28 @@ class Allocation:
             forward_backward(n)
         return timer.seconds
 
-    def epoch(self, epoch, start=0):
+    def epoch(self, epoch, start=0, loader=None):
         """The steps of one epoch from its global batch `start` (a resumed run starts mid-epoch);
-        each must be finished before the next is taken."""
+        each must be finished before the next is taken. With `loader`, a DataLoader built over
+        `batch_sampler()`, (step, batch) pairs: the batch of the step's samples."""
+        if loader is None:
+            for plan in self.plan(epoch, start):
+                yield self.Step(self, *plan)
+        else:
+            sampler = self.batch_sampler()
+            sampler.set_epoch(epoch, start)
+            yield from sampler.steps(loader)
+
+    def batch_sampler(self):
+        """This rank's share of every iteration as a batch sampler for the framework's own
+        DataLoader (`runtime.common.share_sampler`)."""
+        if self.share_sampler is None:
+            self.share_sampler = ShareSampler(self)
+        return self.share_sampler
+
+    def plan(self, epoch, start):
+        """(epoch, batch, shares, this rank's indices, next epoch) of each iteration of the
+        epoch from global batch `start`, its shares the policy's when it is taken."""
         if self.probing:
             raise DynallocError(
                 "policy.warm_start is probe: call probe(forward_backward) before the first step"
@@ -138,8 +159,7 @@ class Allocation:
         for k in range(start, last + 1):
             shares = self.sampler.shares_for(k, self.policy.shares)
             indices = self.sampler.rank_indices(epoch, k, shares, self.rank, permutation)
-            next_epoch = epoch + 1 if k == last else epoch
-            yield self.Step(self, epoch, k, shares, indices, next_epoch)
+            yield epoch, k, shares, indices, epoch + 1 if k == last else epoch
 
     def settle(self, step, sync_s, gathered):
         """End the iteration once the gradients are exchanged and every rank's `step.timings()`
