@@ -10,8 +10,8 @@ class ComputeTimer:
     emulated slowdown `factor`: the process sleeps `(factor - 1)` times what it measured.
     `seconds` holds the result."""
 
-    def __init__(self, factor=1.0, wait=None):
-        self.factor, self.wait = factor, wait
+    def __init__(self, factor=1.0, wait=None, began=None):
+        self.factor, self.wait, self.began = factor, wait, began
         self.seconds = float("nan")
 
     def __enter__(self):
@@ -19,8 +19,11 @@ class ComputeTimer:
         return self
 
     def __exit__(self, kind, error, trace):
-        if kind is not None:
-            return
+        if kind is None:
+            self.stop()
+
+    def stop(self):
+        """End the time begun at `began` (or on entering)."""
         if self.wait is not None:
             self.wait()
         measured = time.perf_counter() - self.began

@@ -82,6 +82,7 @@ class Step(allocation.Step):
                 f"got shape {shape or type(loss).__name__}: backward() and pass the per-sample "
                 "losses `loss_fn(net(x), y)` themselves, without .mean() or .sum()"
             )
+        self.time_if_untimed()
         self.loss = self.owner._finish(self, float(loss.mean().asscalar()))
         return self.loss
 

@@ -42,6 +42,8 @@ class Step(allocation.Step):
     def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
         super().__init__(owner, epoch, batch, shares, indices, next_epoch)
         owner.weigh(self.share / int(np.sum(shares)))
+        if owner.ddp:  # timed from here where the loop times no compute()
+            owner.hook.start(self.slowdown)
 
     @contextlib.contextmanager
     def compute(self):
@@ -52,9 +54,19 @@ class Step(allocation.Step):
             with super().compute():
                 yield self
             return
-        hook = self.owner.hook
-        hook.start(self.slowdown)
+        self.owner.hook.start(self.slowdown)
         yield self
+        self._bucket_times()
+
+    def time_if_untimed(self):
+        if self.owner.ddp and np.isnan(self.compute_s):
+            self._bucket_times()
+        super().time_if_untimed()
+
+    def _bucket_times(self):
+        """Compute until this rank's last bucket was ready; the rest of the backward pass was
+        the wait for the other ranks' buckets."""
+        hook = self.owner.hook
         self.owner.wait_for_device()
         ended = time.perf_counter()
         ready = hook.last_ready or ended  # no bucket: no backward pass to wait in
@@ -72,6 +84,7 @@ class Step(allocation.Step):
                 f"step.finish() needs the mean loss over this rank's share (a 0-d tensor, as "
                 f"PyTorch's losses return it by default), got {shape}"
             )
+        self.time_if_untimed()
         self.loss = self.owner._finish(self, float(loss.detach()))
         return self.loss
 
