@@ -107,7 +107,9 @@ def test_run_directory_holds_every_file_of_the_contract(digits, tmp_path):
         "policy",
         "data_s",
         "read_s",
+        "ranks",
     ]
+    assert {row["ranks"] for row in rows} == {"2"}
     n = train_size(digits)
     batches = -(-n // BATCH)  # the last batch smaller
     assert len(rows) == 2 * 2 * batches
