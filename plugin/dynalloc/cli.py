@@ -8,6 +8,7 @@ command's extra is missing, the error names the extra to install (`dynalloc.extr
 
 import argparse
 import sys
+import time
 
 from dynalloc import __version__
 from dynalloc.errors import DynallocError
@@ -94,9 +95,13 @@ def main(argv=None):
 
 
 def fail(command, message):
-    """Exit code 2, after one line on stderr from rank 0 (every rank fails alike)."""
+    """Exit code 2, after one line on stderr from rank 0 (every rank fails alike). The others
+    leave a second later: torchrun stops a group at its first exit, which could otherwise be
+    theirs, before rank 0 has said why."""
     if launcher_rank() == 0:
         print(f"dynalloc {command}: error: {message}", file=sys.stderr)
+    else:
+        time.sleep(1.0)
     return 2
 
 

@@ -42,13 +42,14 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def node(config, out, port, log):
+def node(config, out, port, log, store):
     """One node's agent of a 1-to-2-node elastic job, one worker each; quick to notice a node
-    gone (torchrun's own rendezvous settings)."""
+    gone (torchrun's own rendezvous settings). The c10d rendezvous store lives in one agent
+    (`store`; else the first to bind the port) and ends with it."""
+    conf = "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3"
     command = [BIN / "dynalloc", "torchrun", "--nnodes=1:2", "--nproc-per-node=1",
                "--rdzv-backend=c10d", f"--rdzv-endpoint=localhost:{port}", "--rdzv-id=elastic",
-               "--max-restarts=2",
-               "--rdzv-conf=last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3",
+               "--max-restarts=2", f"--rdzv-conf={conf},is_host={str(store).lower()}",
                BIN / "dynalloc", "train", "--config", config, "--out", out]  # fmt: skip
     return subprocess.Popen(
         [str(c) for c in command], stdout=log, stderr=subprocess.STDOUT, env=ENV,
@@ -71,8 +72,8 @@ def test_a_lost_node_ends_a_round_and_the_run_finishes_on_the_rest(digits, tmp_p
     assert whole.returncode == 0, whole.stderr
     out, port = tmp_path / "run", free_port()
     with open(tmp_path / "a.log", "w") as a_log, open(tmp_path / "b.log", "w") as b_log:
-        first = node(config, out, port, a_log)
-        second = node(config, out, port, b_log)
+        first = node(config, out, port, a_log, store=True)  # it stays
+        second = node(config, out, port, b_log, store=False)
         deadline = time.monotonic() + 120
         while not any(int(p.stem.split("-")[1]) >= 20 for p in checkpoint.existing(out)):
             assert time.monotonic() < deadline and first.poll() is None, "no checkpoint"
