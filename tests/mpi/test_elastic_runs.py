@@ -35,6 +35,17 @@ def supervised(config, out, ranks, tmp_path):
     return job, log
 
 
+def supervised_beside_a_whole_run(digits, tmp_path, elastic):
+    """3 ranks (1:2:8) with this `elastic` section: the run that loses none in `whole`, then
+    the run under the supervisor (`run`), started."""
+    config = write_config(
+        tmp_path, "run", dataset=str(digits), scenario={"slowdown": [1, 2, 8]}, elastic=elastic
+    )
+    whole = train(config, tmp_path / "whole", 3)
+    assert whole.returncode == 0, whole.stderr
+    return supervised(config, tmp_path / "run", 3, tmp_path)
+
+
 def kill_rank_after_checkpoint(job, out, victim):
     """SIGKILL rank `victim` once a checkpoint of KILLED_AFTER iterations exists; the time."""
 
@@ -62,14 +73,8 @@ def training_again(out, ranks, since, timeout=120):
 
 
 def test_a_killed_rank_ends_a_launch_and_the_run_finishes_on_the_survivors(digits, tmp_path):
-    elastic = {"min_ranks": 2, "max_restarts": 2}
-    config = write_config(
-        tmp_path, "run", dataset=str(digits), scenario={"slowdown": [1, 2, 8]}, elastic=elastic
-    )
-    whole = train(config, tmp_path / "whole", 3)
-    assert whole.returncode == 0, whole.stderr
     out = tmp_path / "run"
-    job, log = supervised(config, out, 3, tmp_path)
+    job, log = supervised_beside_a_whole_run(digits, tmp_path, {"min_ranks": 2, "max_restarts": 2})
     killed = kill_rank_after_checkpoint(job, out, victim=2)
     lost_s = training_again(out, 2, since=killed)
     assert job.wait(timeout=300) == 0, log.read_text()[-3000:]
@@ -102,14 +107,8 @@ def test_a_killed_rank_ends_a_launch_and_the_run_finishes_on_the_survivors(digit
 
 
 def test_with_max_ranks_a_new_rank_takes_the_killed_ranks_slot(digits, tmp_path):
-    elastic = {"max_ranks": 3, "max_restarts": 1}
-    config = write_config(
-        tmp_path, "run", dataset=str(digits), scenario={"slowdown": [1, 2, 8]}, elastic=elastic
-    )
-    whole = train(config, tmp_path / "whole", 3)
-    assert whole.returncode == 0, whole.stderr
     out = tmp_path / "run"
-    job, log = supervised(config, out, 3, tmp_path)
+    job, log = supervised_beside_a_whole_run(digits, tmp_path, {"max_ranks": 3, "max_restarts": 1})
     kill_rank_after_checkpoint(job, out, victim=1)
     assert job.wait(timeout=300) == 0, log.read_text()[-3000:]
     text = log.read_text()
