@@ -71,7 +71,8 @@ $(WORKFLOW_VENV)/.installed: envs/workflow.txt envs/dev.txt pyproject.toml
 # no MXNet); the PyTorch env its adapter. Three streams run side by side (make -j3): the SLURM
 # tests and the pipeline tests spend most of their time waiting (on SLURM, snakemake and the
 # faults they stage), the rest computes; one after the other they took 39 minutes here, side by
-# side 27. --output-sync prints each stream's output whole when it ends. The tests marked quiet
+# side 27 (the PyTorch tests follow the pipeline tests, whose stream ended first).
+# --output-sync prints each stream's output whole when it ends. The tests marked quiet
 # measure what the machine's speed does to a run, which the other streams' load would blur:
 # they run alone, last. The bench smoke tests read Fashion-MNIST and its JPEG files (bench-data:
 # apt-get, as root).
@@ -89,12 +90,12 @@ test-cluster:
 
 test-pipelines:
 	$(TRAIN)/$(PYTEST) -m "not quiet" tests/workflow
+	$(TORCH)/$(PYTEST)-torch $(TORCH_TESTS)
 
 test-ranks:
 	$(TRAIN)/$(PYTEST) -m "not quiet" tests/unit tests/mpi \
 	  $(addprefix --ignore=,$(TORCH_TESTS) $(ANALYSIS_TESTS))
 	$(WORKFLOW)/$(PYTEST)-analysis $(ANALYSIS_TESTS)
-	$(TORCH)/$(PYTEST)-torch $(TORCH_TESTS)
 
 lint: setup
 	$(TRAIN)/ruff check plugin tests benchmarks

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -54,7 +55,14 @@ def start_snakemake(*args, output=subprocess.DEVNULL, env=None, **kwargs):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        preexec_fn=ctrl_c_reaches_it,
     )
+
+
+def ctrl_c_reaches_it():
+    """SIGINT to its default in the child: the tests send snakemake Ctrl-C, which a shell's `&`
+    (tests started in the background) would have it ignore, and Python keeps an ignored SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def snakemake_command(*args, results=None, configfile=TINY, override=None):

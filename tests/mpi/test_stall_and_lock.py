@@ -33,7 +33,9 @@ def test_a_stopped_rank_ends_the_job_naming_it_and_the_rerun_resumes(digits, tmp
             os.kill(pids[1], signal.SIGKILL)
     ended = time.monotonic() - began
     print(f"a stopped rank: the job ended {ended:.1f} s later")
-    assert job.returncode == 69, stderr
+    # Every rank that answers exits 69; hydra may report instead the SIGKILL it sends the
+    # stopped rank once the others ended (seen once in four loaded CI runs)
+    assert job.returncode in (69, 9), stderr
     lines = [line for line in stderr.splitlines() if "stopped answering" in line]
     assert len(lines) == 1, stderr
     assert f"rank 1 (pid {pids[1]} on {socket.gethostname()}) stopped answering" in lines[0]
