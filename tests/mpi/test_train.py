@@ -262,7 +262,9 @@ def test_contention_slows_the_rank_for_its_span_and_leaves_no_process(digits, tm
     outside = [float(r["compute_s"]) for r in rows if int(r["iteration"]) >= 21]
     ratio = np.median(inside) / np.median(outside)
     print(f"contention slowed rank 1 by {ratio:.2f}x")
-    assert ratio > 1.4, (inside, outside)
+    # A burner sharing the core halves it in theory; the scheduler's share varies (1.31 in one
+    # quiet CI run, more in others): 1.2 still tells contention from none (about 1.0)
+    assert ratio > 1.2, (inside, outside)
     logged = {int(r["iteration"]): float(r["slowdown"]) for r in rows}
     assert [logged[i] for i in (9, 10, 19, 20)] == [1.0, 2.0, 2.0, 1.0]
     burners = subprocess.run(["pgrep", "-f", "sched_setaffinity"], capture_output=True)
