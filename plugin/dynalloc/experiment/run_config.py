@@ -13,9 +13,10 @@ import yaml
 from dynalloc.core.policies import POLICIES, make_policy
 from dynalloc.core.scenario import Scenario
 from dynalloc.core.shares import check_bounds
-from dynalloc.errors import DynallocError, SharedError
+from dynalloc.errors import DynallocError
 from dynalloc.experiment.elastic_spec import ELASTIC_DEFAULTS, check_elastic
 from dynalloc.experiment.model_spec import check_model
+from dynalloc.experiment.script_spec import SCRIPT_BUILDS, check_script
 from dynalloc.experiment.stream_config import STREAM_DEFAULTS, check_stream
 from dynalloc.experiment.warm_spec import check_warm_start
 
@@ -136,7 +137,7 @@ def resolve(raw, ranks):
         _mapping(config, "optimizer")
     _checkpoint(config)
     _stall_timeout(config)
-    _script(config)
+    check_script(config)
     config["stream"] = check_stream(config["stream"])
     config["elastic"] = check_elastic(config["elastic"], ranks)
     labels = _mapping(config, "labels")
@@ -146,18 +147,6 @@ def resolve(raw, ranks):
 
 
 FRAMEWORKS = ("mxnet", "torch")
-SCRIPT_BUILDS = ("model", "optimizer")  # a script's run config names them only if it uses them
-
-
-def built_by_dynalloc(config, key):
-    """config[key] (model, optimizer) for dynalloc to build; a script run's config that names
-    none is told in one line (every rank reads the same config at the same point)."""
-    if config[key] is None:
-        raise SharedError(
-            f"config key {key!r} is unset: a script run's config names the {key} it builds "
-            "through dynalloc (a script that builds its own needs none)"
-        )
-    return config[key]
 
 
 def _as_dict(value):
@@ -235,22 +224,6 @@ def _stall_timeout(config):
             f"config key 'stall_timeout' must be a number of seconds > 0, or null to turn stall "
             f"detection off, got {value!r}"
         )
-
-
-def _script(config):
-    """The script as an absolute path (ranks may start elsewhere), its arguments as strings."""
-    script, arguments = config["script"], config["script_args"]
-    if script is not None:
-        if not isinstance(script, str) or not Path(script).expanduser().is_file():
-            raise DynallocError(f"config key 'script' must name a Python file, got {script!r}")
-        config["script"] = str(Path(script).expanduser().resolve())
-    if not isinstance(arguments, list) or not all(
-        isinstance(a, str | int | float) for a in arguments
-    ):
-        raise DynallocError(
-            f"config key 'script_args' must be a list of strings, got {arguments!r}"
-        )
-    config["script_args"] = [str(a) for a in arguments]
 
 
 def _python_path(config):

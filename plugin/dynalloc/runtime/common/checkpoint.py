@@ -28,7 +28,7 @@ import numpy as np
 
 from dynalloc.core.state import export, plain
 from dynalloc.errors import DynallocError
-from dynalloc.experiment.run_config import SCRIPT_BUILDS
+from dynalloc.experiment.script_spec import SCRIPT_BUILDS
 from dynalloc.fsutil import atomic_write
 
 MAGIC = b"DYNALLOC-CHECKPOINT 2\n"

@@ -9,7 +9,7 @@ def build(setup, **trainer_options):
     `trainer_options` go to gluon.Trainer (the baseline's kvstore); by default none."""
     from mxnet import gluon
 
-    from dynalloc.experiment.run_config import built_by_dynalloc
+    from dynalloc.experiment.script_spec import built_by_dynalloc
     from dynalloc.runtime.mxnet.models import build_model
     from dynalloc.runtime.mxnet.optim import build_optimizer
 

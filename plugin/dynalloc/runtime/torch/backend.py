@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from dynalloc.experiment.run_config import built_by_dynalloc
+from dynalloc.experiment.script_spec import built_by_dynalloc
 from dynalloc.runtime.torch import loop
 from dynalloc.runtime.torch.batch import DynamicBatch
 from dynalloc.runtime.torch.comm import TorchComm
