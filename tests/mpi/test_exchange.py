@@ -1,6 +1,7 @@
 """The MPI layer on real ranks."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,50 @@ def test_early_ranks_sleep_only_where_ranks_outnumber_their_cores(pinning):
     assert result.returncode == 0, result.stderr[-2000:]
     shared = pinning == "one-core" or len(os.sched_getaffinity(0)) < 2
     assert result.stdout.count(" ok, sleeps" if shared else " ok, spins") == 2, result.stdout
+
+
+COUNTED = """
+import collections
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+from dynalloc.mxnet import DynamicBatch
+from dynalloc.runtime.mxnet.exchange import GradientExchange
+
+calls = collections.Counter()
+for name in ("allreduce", "allgather", "allsum"):
+    real = getattr(GradientExchange, name)
+    setattr(GradientExchange, name,
+            lambda self, *a, real=real, name=name: calls.update([name]) or real(self, *a))
+mx.random.seed(0)
+net = gluon.nn.Dense(3)
+net.initialize()
+net(mx.nd.zeros((1, 4)))
+trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+dyn = DynamicBatch(net.collect_params(), trainer, 64, 16, slowdown=lambda i: 1 + dyn.rank)
+calls.clear()
+x, y = np.random.default_rng(0).random((64, 4), dtype=np.float32), np.arange(64) % 3
+for step in dyn.epoch(0):
+    with autograd.record():
+        loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(mx.nd.array(x[step.indices])),
+                                                    mx.nd.array(y[step.indices]))
+    loss.backward()
+    mean = step.finish(loss)
+    assert np.isfinite(mean)
+print(f"rank {dyn.rank} collectives {dict(calls)} in {len(dyn.rows)} iterations,"
+      f" waits {[round(row.wait_s, 4) for row in dyn.rows]}")
+"""
+
+
+def test_the_ranks_times_travel_with_the_gradients(tmp_path):
+    """One collective an iteration: the gradients' Allreduce carries every rank's times, loss
+    and stop request (no gather of their own), and each rank sees the others' (its wait)."""
+    script = tmp_path / "counted.py"
+    script.write_text(COUNTED)
+    result = mpi_python(2, script)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = re.findall(r"collectives (\{.*\}) in (\d+) iterations, waits (\[.*\])", result.stdout)
+    assert len(lines) == 2, result.stdout
+    for calls, iterations, _ in lines:
+        assert eval(calls) == {"allreduce": int(iterations)} and int(iterations) == 4
+    assert any(w > 0 for w in eval(lines[0][2])), "rank 0 never waited for the slower rank 1"

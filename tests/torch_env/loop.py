@@ -10,11 +10,13 @@ was given (OUT.indices-RANK.npy, one row per epoch of -1-padded indices).
 """
 
 import argparse
+import collections
 import os
 from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from dynalloc.runtime.torch import DynamicBatch, init_process_group
 from dynalloc.runtime.torch.models import build_model
 from torch import nn
@@ -30,6 +32,8 @@ parser.add_argument(
     "--own-step", action="store_true", help="a DDP script's optimizer.step() left in"
 )
 parser.add_argument("--loader", type=int, help="read through a DataLoader with this many workers")
+parser.add_argument("--step-backward", action="store_true", help="step.backward(loss) instead")
+parser.add_argument("--count", action="store_true", help="print the loop's collectives")
 args = parser.parse_args()
 
 rank, ranks = init_process_group()
@@ -53,6 +57,13 @@ if args.loader is not None:  # the framework's own data path: workers, prefetch,
     dataset = torch.utils.data.TensorDataset(x_all, y_all)
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=dyn.batch_sampler(),
                                          num_workers=args.loader)  # fmt: skip
+calls = collections.Counter()
+if args.count:  # the Python collectives from here on (DDP's own go in C++; dynalloc's hook not)
+    for name in ("all_reduce", "all_gather", "broadcast", "barrier"):
+        real = getattr(dist, name)
+        setattr(
+            dist, name, lambda *a, real=real, name=name, **k: calls.update([name]) or real(*a, **k)
+        )
 seen = []
 for epoch in range(args.epochs):
     mine = []
@@ -64,7 +75,10 @@ for epoch in range(args.epochs):
         mine.extend(step.indices.tolist())
         with step.compute():
             loss = loss_fn(model(x), y)
-            loss.mean().backward()
+            if args.step_backward:
+                step.backward(loss)
+            else:
+                loss.mean().backward()
         step.finish(loss)
         if args.own_step:
             optimizer.step()
@@ -76,3 +90,5 @@ if rank == 0:
     np.save(f"{args.out}.params.npy", flat)
     np.save(f"{args.out}.shares.npy", np.array([row.batch_size for row in dyn.rows]))
 print(f"rank {rank} done: shares {dyn.shares.tolist()}", flush=True)
+if args.count:
+    print(f"rank {rank} collectives {dict(calls)} in {len(dyn.rows)} iterations", flush=True)

@@ -2,6 +2,7 @@
 every sample once per epoch; bad input said in one line; a killed rank ends the job."""
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -60,6 +61,27 @@ def test_a_dataloader_over_the_batch_sampler_trains_the_model_of_one_rank(
     indices = np.concatenate([np.load(f"{out}.indices-{r}.npy") for r in range(2)], axis=1)
     for epoch in indices:
         assert np.sort(epoch[epoch >= 0]).tolist() == list(range(600))
+
+
+@pytest.mark.parametrize(
+    "ddp, backward, per_iteration",
+    [(False, [], {"all_reduce": 1}), (True, ["--step-backward"], {"all_reduce": 1}),
+     (True, [], {"all_reduce": 2})],
+    ids=["module", "ddp-step-backward", "ddp-own-backward"],
+)  # fmt: skip
+def test_the_ranks_times_travel_with_the_gradients(one_rank, tmp_path, ddp, backward,
+                                                   per_iteration):  # fmt: skip
+    """No gather of the ranks' times: each iteration's collectives are the gradients' (one
+    bucket here), and under DDP after a backward pass of the loop's own, the losses'."""
+    out = tmp_path / "run"
+    result = torchrun(2, "loop.py", out, *SLOW, "--count", *backward, *(["--ddp"] if ddp else []))
+    assert result.returncode == 0, result.stderr[-3000:]
+    counted = re.findall(r"rank \d collectives (\{.*\}) in (\d+) iterations", result.stdout)
+    assert len(counted) == 2, result.stdout
+    for calls, iterations in counted:
+        expected = {name: n * int(iterations) for name, n in per_iteration.items()}
+        assert eval(calls) == expected, (calls, iterations)
+    assert np.abs(np.load(f"{out}.params.npy") - one_rank).max() < 1e-5
 
 
 def test_mpiexec_starts_the_ranks_too(one_rank, tmp_path):

@@ -48,7 +48,7 @@ class Trainer:
         self.optimizer.zero_grad()
         output = self.model(source)
         loss = F.cross_entropy(output, targets)
-        loss.backward()
+        step.backward(loss)
         step.finish(loss)
 
     def _run_epoch(self, epoch):

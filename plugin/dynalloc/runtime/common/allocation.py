@@ -1,5 +1,7 @@
 """What every framework's DynamicBatch shares: the policy and the sampler, the steps of an epoch,
-and, after each exchange, the one small gather of the ranks' times that ends an iteration.
+and the few numbers of each rank (`RANK_VALUES`) that end an iteration, which travel in the
+gradient exchange itself: each rank writes its own into its row of a ranks x 4 block of zeros
+appended to the gradients, and the exchange's sum leaves every rank's row on every rank.
 
 `runtime.mxnet.gluon.DynamicBatch` (MXNet, MPI) and `runtime.torch.DynamicBatch` (PyTorch,
 torch.distributed) add the gradients, the device's clock and the collectives; numpy alone here,
@@ -25,6 +27,16 @@ from dynalloc.rundir import Row
 from dynalloc.runtime.common.placement import place_process
 from dynalloc.runtime.common.share_sampler import ShareSampler
 from dynalloc.runtime.common.timing import ComputeTimer
+
+RANK_VALUES = ("busy", "balanced", "loss", "stop")  # a rank's numbers, every iteration
+
+
+def fold(tail, rank, values):
+    """Write `values` into rank `rank`'s row of `tail` (a flat array of len(values) x ranks, the
+    block appended to the gradients), zeroing the others' rows: summed over the ranks, the
+    block holds every rank's values."""
+    tail[:] = 0
+    tail[rank * len(values) : (rank + 1) * len(values)] = values
 
 
 class Allocation:
@@ -162,9 +174,14 @@ class Allocation:
             indices = self.sampler.rank_indices(epoch, k, shares, self.rank, permutation)
             yield epoch, k, shares, indices, epoch + 1 if k == last else epoch
 
+    def own_values(self, step, loss):
+        """This rank's `RANK_VALUES` for the iteration: `step.timings()`, its mean loss and
+        whether it asks to stop."""
+        return [*step.timings(), loss, float(self.stop_requested)]
+
     def settle(self, step, sync_s, gathered):
-        """End the iteration once the gradients are exchanged and every rank's `step.timings()`
-        and [mean loss, stop requested] are `gathered` (one row per rank): record this rank's
+        """End the iteration once the gradients are exchanged and every rank's `own_values`
+        are `gathered` (one row per rank): record this rank's
         row, feed the policy the next shares, and return the global batch's mean loss (the same
         number on every rank). What the policy balances is each rank's busy time, or its reads
         where they take longer (`Step.timings`)."""
@@ -242,12 +259,13 @@ class Step:
     def share(self):
         return int(self.shares[self.owner.rank])
 
-    def timings(self):
-        """[busy, balanced]: the rank's compute and its wait for the samples; and what the
+    def timings(self, compute_s=None):
+        """[busy, balanced]: the rank's compute (`compute_s`, where the step's own is not
+        known yet) and its wait for the samples; and what the
         policy balances, the longer of that and the samples' reading: a read-ahead that hides a
         slow read behind the compute still bounds the share the rank's reads can keep up with,
         which a rank without reads would not have (ReadAhead.read_s)."""
-        busy = self.compute_s + self.data_s
+        busy = (self.compute_s if compute_s is None else compute_s) + self.data_s
         return [busy, max(busy, self.read_s)]
 
     def time_if_untimed(self):

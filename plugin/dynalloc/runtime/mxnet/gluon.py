@@ -22,11 +22,12 @@ import ctypes
 
 import mxnet as mx
 import numpy as np
+from mpi4py import MPI
 from mxnet.base import _LIB, check_call
 
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.runtime.common import allocation
-from dynalloc.runtime.common.allocation import Allocation
+from dynalloc.runtime.common.allocation import RANK_VALUES, Allocation, fold
 from dynalloc.runtime.mxnet.exchange import GradientExchange
 
 
@@ -45,15 +46,16 @@ def numpy_view(array):
     return np.frombuffer(memory, dtype=np.float32).reshape(array.shape)
 
 
-def gradients_in_one_array(params):
+def gradients_in_one_array(params, extra=0):
     """Rebind the gradients of `params` to consecutive views of one float32 array, and return
     it: the exchange then sums every gradient in one in-place Allreduce of that array, with no
-    packing pass and one collective in all (PyTorch DDP's `gradient_as_bucket_view`). Gluon has
+    packing pass and one collective in all (PyTorch DDP's `gradient_as_bucket_view`). `extra`
+    values after the gradients carry the ranks' `RANK_VALUES` in the same Allreduce. Gluon has
     no public way to give a parameter its gradient array, so this does what its own
     `Parameter._init_grad` does: sets `_grad` and marks it with `autograd.mark_variables`. Every
     gradient then lives in one engine variable, so MXNet runs their writes one after the other,
     as one CPU worker thread does anyway."""
-    gradients = mx.nd.zeros(sum(p.data().size for p in params), dtype=np.float32)
+    gradients = mx.nd.zeros(sum(p.data().size for p in params) + extra, dtype=np.float32)
     start = 0
     for p in params:
         view = gradients[start : start + p.data().size].reshape(p.shape)
@@ -113,15 +115,17 @@ class DynamicBatch(Allocation):
         pin_cores=True,
         threads_per_rank=1,
     ):
+        comm = MPI.COMM_WORLD if comm is None else comm
         trainable = [p for p in params.values() if p.grad_req != "null"]
         fixed = [p for p in params.values() if p.grad_req == "null"]  # e.g. BatchNorm statistics
         try:
             for p in trainable:
                 numpy_view(p.grad())  # a gradient the exchange can reduce in place
-            gradients = gradients_in_one_array(trainable)
+            gradients = gradients_in_one_array(trainable, len(RANK_VALUES) * comm.Get_size())
             # The views alias MXNet's memory: keep the arrays themselves alive beside them.
             self.arrays = [gradients] + [p.data() for p in params.values()]
             grads = [numpy_view(gradients)]
+            self.tail = grads[0][-len(RANK_VALUES) * comm.Get_size() :]  # the ranks' values
             data = [numpy_view(p.data()) for p in params.values()]
             state = [numpy_view(p.data()) for p in fixed]
         except RuntimeError as error:
@@ -193,8 +197,9 @@ class DynamicBatch(Allocation):
         # Gluon's backward gives the gradient of the sum over a rank's samples: summed over the
         # ranks that is B times the mean's, which trainer.step(B) scales by the optimizer's own
         # rescale_grad / B, inside its update (no pass of its own over the gradients).
+        fold(self.tail, self.rank, self.own_values(step, loss))
         sync_s = self.exchange.allreduce()
+        gathered = self.tail.reshape(self.ranks, len(RANK_VALUES)).astype(np.float64)
         self._step(int(np.sum(step.shares)))
         mx.nd.waitall()
-        gathered = self.gather([*step.timings(), loss, float(self.stop_requested)])
         return self.settle(step, sync_s, gathered)

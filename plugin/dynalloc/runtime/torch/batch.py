@@ -32,7 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.runtime.common import allocation
-from dynalloc.runtime.common.allocation import Allocation
+from dynalloc.runtime.common.allocation import RANK_VALUES, Allocation, fold
 from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook
 
 
@@ -42,6 +42,8 @@ class Step(allocation.Step):
     def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
         super().__init__(owner, epoch, batch, shares, indices, next_epoch)
         owner.weigh(self.share / int(np.sum(shares)))
+        owner.current = self
+        self.backward_loss = float("nan")  # the loss step.backward(loss) took, if it did
         if owner.ddp:  # timed from here where the loop times no compute()
             owner.hook.start(self.slowdown)
 
@@ -78,15 +80,29 @@ class Step(allocation.Step):
         loss of the global batch (the same number on every rank). `loss`: the mean loss over
         this rank's share, whose gradient `backward()` gave: each rank's is weighted by its
         share, so a summed loss would be weighted wrongly, and training silently worse."""
-        if not (torch.is_tensor(loss) and loss.dim() == 0):
-            shape = tuple(loss.shape) if torch.is_tensor(loss) else type(loss).__name__
-            raise SharedError(
-                f"step.finish() needs the mean loss over this rank's share (a 0-d tensor, as "
-                f"PyTorch's losses return it by default), got {shape}"
-            )
+        own = mean_loss(loss, "finish")
         self.time_if_untimed()
-        self.loss = self.owner._finish(self, float(loss.detach()))
+        self.loss = self.owner._finish(self, own)
         return self.loss
+
+    def backward(self, loss):
+        """`loss.backward()`, its value noted first: under DDP it then travels in the last
+        bucket with this rank's times. After a `loss.backward()` of the loop's own, the ranks'
+        losses need an all-reduce of their own once the backward pass is over (overlapped with
+        the optimizer's step; about a millisecond an iteration on a CPU)."""
+        self.backward_loss = mean_loss(loss, "backward")
+        loss.backward()
+
+
+def mean_loss(loss, call):
+    """`loss` as a float, once checked to be the mean over this rank's share (a 0-d tensor)."""
+    if not (torch.is_tensor(loss) and loss.dim() == 0):
+        shape = tuple(loss.shape) if torch.is_tensor(loss) else type(loss).__name__
+        raise SharedError(
+            f"step.{call}() needs the mean loss over this rank's share (a 0-d tensor, as "
+            f"PyTorch's losses return it by default), got {shape}"
+        )
+    return float(loss.detach())
 
 
 class DynamicBatch(Allocation):
@@ -121,8 +137,9 @@ class DynamicBatch(Allocation):
         self.meta = group if on_cpu else dist.new_group(backend="gloo")
         self.weight, self.overlapped_s, self.stepping = 1.0, 0.0, False
         optimizer.register_step_pre_hook(self._refuse_a_step_of_its_own)
+        self.current = None  # the step under way
         if self.ddp:  # DDP has broadcast rank 0's parameters already
-            self.hook = ShareWeight(group)
+            self.hook = ShareWeight(group, values=self._bucket_values)
             model.register_comm_hook(self.hook, share_weighted_hook)
         else:
             for tensor in [*self.module.parameters(), *self.module.buffers()]:
@@ -147,6 +164,13 @@ class DynamicBatch(Allocation):
                 "itself: remove your optimizer.step() (and zero_grad())"
             )
 
+    def _bucket_values(self, ready):
+        """What the last bucket carries: this rank's `RANK_VALUES`, its compute ending at
+        `ready`; its loss where `step.backward(loss)` took it, NaN otherwise (`_finish`)."""
+        step = self.current
+        busy = step.timings(ready - self.hook.began)
+        return [*busy, step.backward_loss, float(self.stop_requested)]
+
     def weigh(self, weight):
         """This rank's gradients weigh `weight` (`b_r / B`) in the iteration under way."""
         self.weight = weight
@@ -157,8 +181,10 @@ class DynamicBatch(Allocation):
         dtypes = {p.dtype for p in self.params}
         if len(dtypes) > 1:
             raise DynallocError(f"the parameters mix dtypes {sorted(map(str, dtypes))}")
-        gradients = torch.zeros(sum(p.numel() for p in self.params), dtype=dtypes.pop(),
-                                device=self.device)  # fmt: skip
+        size = sum(p.numel() for p in self.params)
+        gradients = torch.zeros(size + len(RANK_VALUES) * dist.get_world_size(self.group),
+                                dtype=dtypes.pop(), device=self.device)  # fmt: skip
+        self.weighted, self.tail = gradients[:size], gradients[size:]  # the ranks' values
         self.views, start = [], 0
         for p in self.params:
             self.views.append(gradients[start : start + p.numel()].view_as(p))
@@ -215,15 +241,32 @@ class DynamicBatch(Allocation):
                 buffer.data.div_(self.ranks)
 
     def _finish(self, step, loss):
+        """The ranks' values travel with the gradients: a module's in the one all-reduce of its
+        gradients; under DDP in the last bucket, but for a loss that `step.backward(loss)` did
+        not take, which goes once the backward pass is over, in an all-reduce of its own
+        overlapped with the optimizer's step (every rank sees the same block, so all agree)."""
         if self.ddp:
             sync_s = self.overlapped_s  # the backward pass's wait for the others' buckets
+            block = self.hook.gathered()
+            if block is None:
+                raise SharedError(
+                    "step.finish(loss) came before any backward pass through the DDP model: "
+                    "call loss.backward() first"
+                )
+            summing = None
+            if np.isnan(block[:, 2]).any():
+                losses = torch.zeros(self.ranks, dtype=torch.float64)
+                losses[self.rank] = loss
+                summing = dist.all_reduce(losses, group=self.meta, async_op=True)
         else:
             began = time.perf_counter()
             self._bind()
-            self.gradients.mul_(self.weight)
+            self.weighted.mul_(self.weight)
+            fold(self.tail, self.rank, torch.tensor(self.own_values(step, loss)))
             dist.all_reduce(self.gradients, group=self.group)
             self.wait_for_device()
             sync_s = time.perf_counter() - began
+            gathered = self.tail.view(self.ranks, -1).double().cpu().numpy()
         self.stepping = True
         try:
             self.optimizer.step()
@@ -231,6 +274,10 @@ class DynamicBatch(Allocation):
             self.stepping = False
         if self.scheduler is not None:
             self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=False)
-        gathered = self.gather([*step.timings(), loss, float(self.stop_requested)])
+        self.optimizer.zero_grad(set_to_none=self.ddp)  # a module's .grad are views: kept
+        if self.ddp:
+            gathered = block
+            if summing is not None:
+                summing.wait()
+                gathered[:, 2] = losses.numpy()
         return self.settle(step, sync_s, gathered)

@@ -15,6 +15,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from dynalloc.runtime.common.allocation import fold
+
 
 class SlowBuckets:
     """A rank emulated `factor` times slower under DDP (a scenario's `slowdown`): each bucket
@@ -47,16 +49,43 @@ class SlowBuckets:
 
 
 class ShareWeight(SlowBuckets):
-    """The hook's state: this rank's weight `b_r / B` for the iteration under way, and when its
-    last bucket was ready (its own backward done, before it waits for the others)."""
+    """The hook's state: this rank's weight `b_r / B` for the iteration under way, when its
+    last bucket was ready (its own backward done, before it waits for the others), and what
+    travels with that bucket: `values(ready)` gives this rank's few numbers (its times), which
+    the hook writes into its row of a ranks x len block appended to the bucket, so that one
+    all-reduce also gathers every rank's: `gathered()`, once the backward pass is over. Without
+    `values` (a user's own DDP run of the hook) the buckets go alone."""
 
-    def __init__(self, group=None):
+    def __init__(self, group=None, values=None):
         super().__init__()
-        self.group, self.weight, self.last_ready = group, 1.0, None
+        self.group, self.weight, self.last_ready, self.values = group, 1.0, None, values
+        self.rank, self.ranks = dist.get_rank(group), dist.get_world_size(group)
+        self.joined, self.block = None, None  # the last bucket and the block, in one tensor
 
     def start(self, factor):
         super().start(factor)
-        self.last_ready = None
+        self.last_ready, self.block = None, None
+
+    def gathered(self):
+        """Every rank's values, one row per rank (numpy), or None where no last bucket went
+        (no backward pass). DDP's backward pass returns once every bucket is exchanged."""
+        if self.block is None:
+            return None
+        return self.block.view(self.ranks, -1).double().cpu().numpy()
+
+    def join(self, tensor):
+        """The last bucket weighted, then this rank's values in its row of the block: one
+        tensor (kept from one iteration to the next) and one pass over the bucket; returns it
+        and the bucket's size."""
+        values = self.values(self.last_ready)
+        size, block = tensor.numel(), len(values) * self.ranks
+        if self.joined is None or self.joined.numel() != size + block or (
+            self.joined.dtype, self.joined.device) != (tensor.dtype, tensor.device):  # fmt: skip
+            self.joined = torch.empty(size + block, dtype=tensor.dtype, device=tensor.device)
+        torch.mul(tensor, self.weight, out=self.joined[:size])
+        self.block = self.joined[size:]
+        fold(self.block, self.rank, torch.tensor(values, dtype=tensor.dtype))
+        return self.joined, size
 
 
 def share_weighted_hook(state, bucket):
@@ -64,13 +93,18 @@ def share_weighted_hook(state, bucket):
     expects of a hook). On the last bucket of the backward pass, note the time first: what the
     rank computed is done then, whatever the others still compute. On a GPU that is when its
     compute stream has drained; not the whole device, whose NCCL kernels for the earlier
-    buckets wait for the other ranks."""
+    buckets wait for the other ranks. The last bucket carries the ranks' values
+    (`ShareWeight`)."""
     tensor = bucket.buffer()
     state.hold(tensor.device)
-    tensor.mul_(state.weight)
     if bucket.is_last():
         if tensor.is_cuda:
             torch.cuda.current_stream(tensor.device).synchronize()
         state.last_ready = time.perf_counter()
+        if state.values is not None:
+            joined, size = state.join(tensor)
+            work = dist.all_reduce(joined, group=state.group, async_op=True)
+            return work.get_future().then(lambda future: future.value()[0][:size])
+    tensor.mul_(state.weight)
     work = dist.all_reduce(tensor, group=state.group, async_op=True)
     return work.get_future().then(lambda future: future.value()[0])
