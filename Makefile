@@ -14,7 +14,7 @@ TORCH := $(TORCH_VENV)/bin
 export OMP_NUM_THREADS := 1
 export MXNET_CPU_WORKER_NTHREADS := 1
 
-.PHONY: help setup setup-torch test test-cluster test-pipelines test-ranks run lint bench bench-repeats bench-simulate bench-torch bench-data bench-core bench-stream bench-warm gpu-check clean
+.PHONY: help setup setup-torch test test-cluster test-pipelines test-ranks run lint bench bench-repeats bench-simulate bench-torch bench-overhead bench-data bench-core bench-stream bench-warm gpu-check clean
 
 help:
 	@echo "make run            the pipeline on config/config.yaml: stage, train on 2 MPI ranks, report"
@@ -27,6 +27,7 @@ help:
 	@echo "make bench-simulate the simulator fitted to make bench's runs, projections to 4,096 ranks"
 	@echo "make bench-core     the core figures: adaptive vs static vs oracle, exchange cost"
 	@echo "make bench-torch    the PyTorch adapter against plain DDP and the MXNet path (~6 min)"
+	@echo "make bench-overhead dynalloc's fixed cost per iteration vs plain DDP and a bare allreduce (~10 min)"
 	@echo "make bench-data     Fashion-MNIST (Debian's package), and as JPEG RecordIO and image folders"
 	@echo "make bench-stream   streamed datasets vs in-memory: samples/s, memory, staging (~20 min)"
 	@echo "make bench-warm     warm starts: simulated on a real 4-GPU profile, and make run's run (~4 min)"
@@ -151,7 +152,8 @@ bench-repeats: setup bench-data
 SIMULATE_BENCH = $(WORKFLOW)/python benchmarks/bench_simulate.py --results results/bench \
 	--clusters config/clusters/projection.yaml --out results/bench-simulate
 SIMULATE_REPORT = $(if $(wildcard results/bench-simulate/validation.csv),--simulate results/bench-simulate)
-TORCH_REPORT = $(if $(wildcard results/bench-torch/figures.json),--torch results/bench-torch)
+TORCH_REPORT = $(if $(wildcard results/bench-torch/figures.json),--torch results/bench-torch) \
+	$(if $(wildcard results/bench-overhead/figures.json),--overhead results/bench-overhead)
 REPEATED = $(wildcard results/bench-repeats/summary.csv)
 bench-simulate: setup
 	@test -f results/bench/summary.csv || { echo "error: results/bench/summary.csv is missing: run make bench first" >&2; exit 2; }
@@ -166,6 +168,12 @@ bench-simulate: setup
 bench-torch: setup setup-torch data/mnist5k/manifest.json
 	$(TRAIN)/python benchmarks/bench_torch.py --dataset data/mnist5k --out results/bench-torch
 	@if [ -f results/bench/summary.csv ]; then $(MAKE) --no-print-directory bench-simulate; fi
+
+# dynalloc's fixed cost per iteration against plain DDP and a bare MPI allreduce, 1/10/100 ms
+# iterations at 1:1 and 1:3 (benchmarks/bench_overhead.py, ~10 minutes) -> results/bench-overhead
+# and its section of BENCHMARKS.md.
+bench-overhead: setup setup-torch
+	$(TRAIN)/python benchmarks/bench_overhead.py --out results/bench-overhead
 
 # $(call elapsed,DIR,START): the seconds since START into DIR/elapsed_s, for the report's header.
 elapsed = echo $$(( $$(date +%s) - $(2) )) > $(1)/elapsed_s.tmp && mv $(1)/elapsed_s.tmp $(1)/elapsed_s

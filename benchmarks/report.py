@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import bench_overhead  # beside this script
 import yaml
 from dynalloc.analysis import benchreplay, benchstats, benchtables, plots, simtables
 from dynalloc.errors import DynallocError
@@ -42,6 +43,7 @@ def main():
     parser.add_argument("--repeats", type=Path, help="results of make bench-repeats")
     parser.add_argument("--simulate", type=Path, help="results of benchmarks/bench_simulate.py")
     parser.add_argument("--torch", type=Path, help="results of benchmarks/bench_torch.py")
+    parser.add_argument("--overhead", type=Path, help="results of benchmarks/bench_overhead.py")
     args = parser.parse_args()
     try:
         report(args)
@@ -71,6 +73,9 @@ def report(args):
     shown = figures(args.results, table, config, args.figures)
     planner = planner_section(prose, args.simulate) if args.simulate else []
     pytorch = torch_section(prose, args.torch) if args.torch else []
+    if args.overhead:  # its section as `make bench-overhead` writes it
+        figures_json = json.loads((args.overhead / "figures.json").read_text())
+        pytorch += [bench_overhead.section(figures_json)]
     repeats = []
     if runs is not None:
         repeats = ["## Repeats of every target's races", "", prose["repeats"], ""]
@@ -88,7 +93,8 @@ def report(args):
             "make bench    # = snakemake --configfile config/bench.yaml, then benchmarks/report.py",
             *([] if runs is None else [REPEATS_COMMAND]),
             *([SIMULATE_COMMAND] if planner else []),
-            *([TORCH_COMMAND] if pytorch else []),
+            *([TORCH_COMMAND] if args.torch else []),
+            *([bench_overhead.COMMAND] if args.overhead else []),
             "```",
             "",
             "## Machine",

@@ -1,0 +1,126 @@
+"""dynalloc's fixed cost per iteration under MXNet Gluon: a loop with `DynamicBatch` against the
+same loop around a bare MPI Allreduce (equal shares, the gradients in one array summed in
+place, `trainer.step`), on MLPs whose iterations take about 1, 10 and 100 ms, with equal ranks
+and with rank 1 three times slower, all in one mpiexec invocation, the runs interleaved (their
+order reversed on odd repeats). Both take their samples by index from the same numpy arrays,
+and both emulate a slower rank alike (`runtime.common.timing.ComputeTimer`: the compute
+measured, then slept again twice over). Rank 0 writes samples/s of each run (medians over
+repeats) to OUT as JSON.
+
+    mpiexec -n 2 python benchmarks/overhead_gluon.py --out OUT.json
+"""
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from dynalloc.launcher import launcher_rank
+from dynalloc.runtime.common.placement import pin_to_core
+
+pin_to_core(launcher_rank())  # one core per rank, as dynalloc train pins its ranks
+
+import mxnet as mx  # noqa: E402
+import numpy as np  # noqa: E402
+from dynalloc.runtime.common.timing import ComputeTimer  # noqa: E402
+from dynalloc.runtime.mxnet.gluon import (  # noqa: E402
+    DynamicBatch,
+    gradients_in_one_array,
+    numpy_view,
+)
+from mpi4py import MPI  # noqa: E402
+from mxnet import autograd, gluon  # noqa: E402
+
+# name: (input features, hidden width, hidden layers, global batch), as overhead_torch's
+SIZES = {"1 ms": (20, 32, 1, 64), "10 ms": (64, 384, 2, 512), "100 ms": (256, 1280, 2, 1024)}
+SCENARIOS = {"1:1": 1.0, "1:3": 3.0}  # rank 1's slowdown
+LOSS = gluon.loss.L2Loss()
+
+
+def model(features, width, layers):
+    mx.random.seed(0)
+    net = gluon.nn.Sequential()
+    for _ in range(layers):
+        net.add(gluon.nn.Dense(width, activation="relu"))
+    net.add(gluon.nn.Dense(1))
+    net.initialize(mx.init.Xavier())
+    net(mx.nd.zeros((1, features)))
+    return net, gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 1e-3})
+
+
+def data(features, count):
+    generator = np.random.default_rng(1)
+    return generator.random((count, features), np.float32), generator.random((count, 1), np.float32)
+
+
+def bare(size, factor, rank, ranks, iterations, warm_up):
+    """Seconds of `iterations` of the bare loop, after `warm_up` untimed ones."""
+    features, width, layers, batch = SIZES[size]
+    net, trainer = model(features, width, layers)
+    trainable = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    gradients = gradients_in_one_array(trainable)
+    summed = numpy_view(gradients)
+    x, y = data(features, batch * (iterations + warm_up))
+    share = batch // ranks
+    for k in range(iterations + warm_up):
+        if k == warm_up:
+            began = time.perf_counter()
+        mine = slice(k * batch + rank * share, k * batch + (rank + 1) * share)
+        with ComputeTimer(factor, mx.nd.waitall):
+            with autograd.record():
+                loss = LOSS(net(mx.nd.array(x[mine])), mx.nd.array(y[mine]))
+            loss.backward()
+        MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, summed, op=MPI.SUM)
+        trainer.step(batch)
+        mx.nd.waitall()
+    return time.perf_counter() - began
+
+
+def dynamic(size, factor, rank, ranks, iterations, warm_up):
+    """Seconds of `iterations` of the same loop with DynamicBatch (adaptive), after `warm_up`
+    untimed ones in which the shares settle."""
+    features, width, layers, batch = SIZES[size]
+    net, trainer = model(features, width, layers)
+    x, y = data(features, batch * (iterations + warm_up))
+    dyn = DynamicBatch(net.collect_params(), trainer, len(x), batch, policy="adaptive",
+                       pin_cores=False, slowdown=lambda iteration: factor)  # fmt: skip
+    for step in dyn.epoch(0):
+        if step.iteration == warm_up:
+            began = time.perf_counter()
+        with step.compute():
+            with autograd.record():
+                loss = LOSS(net(mx.nd.array(x[step.indices])), mx.nd.array(y[step.indices]))
+            loss.backward()
+        step.finish(loss)
+    return time.perf_counter() - began
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=2.0, help="about, per run")
+    args = parser.parse_args()
+    rank, ranks = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+    runs = {"bare allreduce": bare, "dynalloc": dynamic}
+    rates = {}
+    for repeat in range(args.repeats):
+        for size in SIZES:
+            iterations = max(50, int(args.seconds / (float(size.split()[0]) * 1e-3)))
+            for scenario, slowdown in SCENARIOS.items():
+                factor = slowdown if rank == 1 else 1.0
+                for name in runs if repeat % 2 == 0 else list(runs)[::-1]:
+                    seconds = runs[name](size, factor, rank, ranks, iterations, 20)
+                    rate = iterations * SIZES[size][3] / seconds
+                    rates.setdefault(f"{size} {scenario} {name}", []).append(rate)
+                    if rank == 0:
+                        print(f"{size:6s} {scenario} {name:14s} repeat {repeat}: {rate:9.0f} "
+                              "samples/s", flush=True)  # fmt: skip
+    if rank == 0:
+        medians = {key: statistics.median(values) for key, values in rates.items()}
+        args.out.write_text(json.dumps({"repeats": args.repeats, "samples_per_s": medians}) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""dynalloc's fixed cost per iteration under PyTorch: a DDP loop with `DynamicBatch` against the
+same loop with plain DDP (equal shares, DDP's own averaging), on MLPs whose iterations take
+about 1, 10 and 100 ms, with equal ranks and with rank 1 three times slower, all in one
+torchrun invocation, the runs interleaved (their order reversed on odd repeats) so that the
+machine's drift meets each alike. Both loops index in-memory tensors (no DataLoader), so that
+what differs is what each adds to an iteration. A slowed rank hands each bucket to the
+all-reduce as late as a device that much slower would (`runtime.torch.hook.SlowBuckets`), in
+both. Rank 0 writes samples/s of each run (medians over repeats) to OUT as JSON.
+
+    torchrun --standalone --nproc-per-node=2 benchmarks/overhead_torch.py --out OUT.json
+"""
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from dynalloc.launcher import launcher_rank
+from dynalloc.runtime.common.placement import pin_to_core
+
+pin_to_core(launcher_rank())  # one core per rank, as dynalloc train pins its ranks
+
+import torch  # noqa: E402
+from ddp_plain import held_then_averaged  # noqa: E402
+from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
+from dynalloc.runtime.torch.hook import SlowBuckets  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
+# name: (input features, hidden width, hidden layers, global batch); iterations of about 1, 10
+# and 100 ms on this machine's cores with equal ranks.
+SIZES = {"1 ms": (20, 32, 1, 64), "10 ms": (64, 512, 2, 512), "100 ms": (256, 1536, 2, 1024)}
+SCENARIOS = {"1:1": 1.0, "1:3": 3.0}  # rank 1's slowdown
+
+
+def model(features, width, layers, seed=0):
+    torch.manual_seed(seed)
+    blocks = [nn.Linear(features, width), nn.ReLU()]
+    for _ in range(layers - 1):
+        blocks += [nn.Linear(width, width), nn.ReLU()]
+    return DistributedDataParallel(nn.Sequential(*blocks, nn.Linear(width, 1)))
+
+
+def plain(size, factor, rank, ranks, iterations, warm_up):
+    """Seconds of `iterations` of plain DDP, after `warm_up` untimed ones."""
+    features, width, layers, batch = SIZES[size]
+    ddp = model(features, width, layers)
+    slow = None
+    if factor > 1.0:  # DDP's own averaging, each bucket held as late as a slower device's
+        slow = SlowBuckets()
+        ddp.register_comm_hook(slow, held_then_averaged)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+    x, y = data(features, batch * (iterations + warm_up))
+    share = batch // ranks
+    for k in range(iterations + warm_up):
+        if k == warm_up:
+            began = time.perf_counter()
+        start = k * batch + rank * share
+        optimizer.zero_grad()
+        if slow is not None:
+            slow.start(factor)
+        nn.functional.mse_loss(ddp(x[start : start + share]), y[start : start + share]).backward()
+        optimizer.step()
+    return time.perf_counter() - began
+
+
+def dynamic(size, factor, rank, ranks, iterations, warm_up):
+    """Seconds of `iterations` of the same loop with DynamicBatch (adaptive), after `warm_up`
+    untimed ones in which the shares settle."""
+    features, width, layers, batch = SIZES[size]
+    ddp = model(features, width, layers)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+    x, y = data(features, batch * (iterations + warm_up))
+    dyn = DynamicBatch(ddp, optimizer, len(x), batch, policy="adaptive", pin_cores=False,
+                       slowdown=lambda iteration: factor)  # fmt: skip
+    for step in dyn.epoch(0):
+        if step.iteration == warm_up:
+            began = time.perf_counter()
+        loss = nn.functional.mse_loss(ddp(x[step.indices]), y[step.indices])
+        step.backward(loss)  # the loss then travels in the last bucket
+        step.finish(loss)
+    return time.perf_counter() - began
+
+
+def data(features, count):
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(count, features, generator=generator)
+    return x, torch.randn(count, 1, generator=generator)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=2.0, help="about, per run")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rank, ranks = init_process_group()
+    runs = {"plain DDP": plain, "dynalloc": dynamic}
+    rates = {}
+    for repeat in range(args.repeats):
+        for size in SIZES:
+            iterations = max(50, int(args.seconds / (float(size.split()[0]) * 1e-3)))
+            for scenario, slowdown in SCENARIOS.items():
+                factor = slowdown if rank == 1 else 1.0
+                for name in runs if repeat % 2 == 0 else list(runs)[::-1]:
+                    seconds = runs[name](size, factor, rank, ranks, iterations, 20)
+                    rate = iterations * SIZES[size][3] / seconds
+                    rates.setdefault(f"{size} {scenario} {name}", []).append(rate)
+                    if rank == 0:
+                        print(f"{size:6s} {scenario} {name:9s} repeat {repeat}: {rate:9.0f} "
+                              "samples/s", flush=True)  # fmt: skip
+    if rank == 0:
+        medians = {key: statistics.median(values) for key, values in rates.items()}
+        args.out.write_text(json.dumps({"repeats": args.repeats, "samples_per_s": medians}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
