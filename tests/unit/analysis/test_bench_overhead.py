@@ -1,4 +1,4 @@
-"""`make bench-overhead`'s verdicts and its section of BENCHMARKS.md (benchmarks/bench_overhead.py)."""
+"""`make bench-overhead`: its verdicts and its section of BENCHMARKS.md."""
 
 import sys
 
