@@ -10,11 +10,7 @@ repeats) to OUT as JSON.
     mpiexec -n 2 python benchmarks/overhead_gluon.py --out OUT.json
 """
 
-import argparse
-import json
-import statistics
 import time
-from pathlib import Path
 
 from dynalloc.launcher import launcher_rank
 from dynalloc.runtime.common.placement import pin_to_core
@@ -31,10 +27,10 @@ from dynalloc.runtime.mxnet.gluon import (  # noqa: E402
 )
 from mpi4py import MPI  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
+from overhead_runs import arguments, interleave  # noqa: E402
 
 # name: (input features, hidden width, hidden layers, global batch), as overhead_torch's
 SIZES = {"1 ms": (20, 32, 1, 64), "10 ms": (64, 384, 2, 512), "100 ms": (256, 1280, 2, 1024)}
-SCENARIOS = {"1:1": 1.0, "1:3": 3.0}  # rank 1's slowdown
 LOSS = gluon.loss.L2Loss()
 
 
@@ -97,29 +93,9 @@ def dynamic(size, factor, rank, ranks, iterations, warm_up):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=2.0, help="about, per run")
-    args = parser.parse_args()
+    args = arguments(__doc__)
     rank, ranks = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
-    runs = {"bare allreduce": bare, "dynalloc": dynamic}
-    rates = {}
-    for repeat in range(args.repeats):
-        for size in SIZES:
-            iterations = max(50, int(args.seconds / (float(size.split()[0]) * 1e-3)))
-            for scenario, slowdown in SCENARIOS.items():
-                factor = slowdown if rank == 1 else 1.0
-                for name in runs if repeat % 2 == 0 else list(runs)[::-1]:
-                    seconds = runs[name](size, factor, rank, ranks, iterations, 20)
-                    rate = iterations * SIZES[size][3] / seconds
-                    rates.setdefault(f"{size} {scenario} {name}", []).append(rate)
-                    if rank == 0:
-                        print(f"{size:6s} {scenario} {name:14s} repeat {repeat}: {rate:9.0f} "
-                              "samples/s", flush=True)  # fmt: skip
-    if rank == 0:
-        medians = {key: statistics.median(values) for key, values in rates.items()}
-        args.out.write_text(json.dumps({"repeats": args.repeats, "samples_per_s": medians}) + "\n")
+    interleave({"bare allreduce": bare, "dynalloc": dynamic}, SIZES, rank, ranks, args)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,7 @@ both. Rank 0 writes samples/s of each run (medians over repeats) to OUT as JSON.
     torchrun --standalone --nproc-per-node=2 benchmarks/overhead_torch.py --out OUT.json
 """
 
-import argparse
-import json
-import statistics
 import time
-from pathlib import Path
 
 from dynalloc.launcher import launcher_rank
 from dynalloc.runtime.common.placement import pin_to_core
@@ -25,13 +21,13 @@ import torch  # noqa: E402
 from ddp_plain import held_then_averaged  # noqa: E402
 from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
 from dynalloc.runtime.torch.hook import SlowBuckets  # noqa: E402
+from overhead_runs import arguments, interleave  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 # name: (input features, hidden width, hidden layers, global batch); iterations of about 1, 10
 # and 100 ms on this machine's cores with equal ranks.
 SIZES = {"1 ms": (20, 32, 1, 64), "10 ms": (64, 512, 2, 512), "100 ms": (256, 1536, 2, 1024)}
-SCENARIOS = {"1:1": 1.0, "1:3": 3.0}  # rank 1's slowdown
 
 
 def model(features, width, layers, seed=0):
@@ -90,30 +86,10 @@ def data(features, count):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=2.0, help="about, per run")
-    args = parser.parse_args()
+    args = arguments(__doc__)
     torch.set_num_threads(1)
     rank, ranks = init_process_group()
-    runs = {"plain DDP": plain, "dynalloc": dynamic}
-    rates = {}
-    for repeat in range(args.repeats):
-        for size in SIZES:
-            iterations = max(50, int(args.seconds / (float(size.split()[0]) * 1e-3)))
-            for scenario, slowdown in SCENARIOS.items():
-                factor = slowdown if rank == 1 else 1.0
-                for name in runs if repeat % 2 == 0 else list(runs)[::-1]:
-                    seconds = runs[name](size, factor, rank, ranks, iterations, 20)
-                    rate = iterations * SIZES[size][3] / seconds
-                    rates.setdefault(f"{size} {scenario} {name}", []).append(rate)
-                    if rank == 0:
-                        print(f"{size:6s} {scenario} {name:9s} repeat {repeat}: {rate:9.0f} "
-                              "samples/s", flush=True)  # fmt: skip
-    if rank == 0:
-        medians = {key: statistics.median(values) for key, values in rates.items()}
-        args.out.write_text(json.dumps({"repeats": args.repeats, "samples_per_s": medians}) + "\n")
+    interleave({"plain DDP": plain, "dynalloc": dynamic}, SIZES, rank, ranks, args)
 
 
 if __name__ == "__main__":
