@@ -117,7 +117,9 @@ def test_run_directory_holds_every_file_of_the_contract(digits, tmp_path):
         mine = [r for r in rows if int(r["iteration"]) == iteration]
         busy = [float(r["compute_s"]) + float(r["data_s"]) for r in mine]
         for r, own in zip(mine, busy, strict=True):
-            assert float(r["wait_s"]) == pytest.approx(max(busy) - own)
+            # the busy times travel in the gradients' float32: equal to ~1e-7 of a second
+            assert float(r["wait_s"]) == pytest.approx(max(busy) - own, abs=1e-6)
+            assert float(r["wait_s"]) >= 0
             assert 0 < float(r["data_s"]) < float(r["iteration_s"])
             assert float(r["read_s"]) == 0.0  # arrays: their reading is the data_s measured
         assert [float(r["slowdown"]) for r in mine] == [1.0, 2.0]

@@ -1,6 +1,7 @@
 """Runs a ported upstream script as torchrun starts it, for the tests: torch seeded first (the
 DDP tutorial's data and model are random on each rank), and with `--slow R=F` rank R emulated
-F times slower through DynamicBatch's `slowdown`; at exit each rank prints its shares. With
+F times slower through DynamicBatch's `slowdown`; at exit each rank writes its shares to
+shares-RANK.json in the working directory (a file: the ranks' prints interleave on one pipe). With
 `--mse`, F.cross_entropy is mean squared error: the tutorial's cross entropy over its one
 output is 0 whatever the parameters (a softmax of one class), so nothing would train, and a
 test of the same parameters would prove nothing; its data is a regression.
@@ -9,6 +10,7 @@ test of the same parameters would prove nothing; its data is a regression.
 """
 
 import atexit
+import json
 import os
 import runpy
 import sys
@@ -35,8 +37,15 @@ def emulated(*args, **kwargs):
 
 
 dynalloc.torch.DynamicBatch = emulated
-atexit.register(
-    lambda: made and print(f"rank {made[0].rank} shares", [r.batch_size for r in made[0].rows])
-)
+
+
+@atexit.register
+def write_shares():
+    if made:
+        shares = [row.batch_size for row in made[0].rows]
+        with open(f"shares-{made[0].rank}.json", "w") as out:
+            json.dump(shares, out)
+
+
 sys.argv = arguments
 runpy.run_path(arguments[0], run_name="__main__")

@@ -184,7 +184,8 @@ class Allocation:
         are `gathered` (one row per rank): record this rank's
         row, feed the policy the next shares, and return the global batch's mean loss (the same
         number on every rank). What the policy balances is each rank's busy time, or its reads
-        where they take longer (`Step.timings`)."""
+        where they take longer (`Step.timings`). The wait is taken from the gathered busy times,
+        all rounded alike to the gradients' dtype, so the slowest rank's is exactly 0."""
         busy_all, balanced, losses = gathered[:, 0], gathered[:, 1], gathered[:, 2]
         self.stopping = bool(gathered[:, 3].any())
         batch_loss = float(np.dot(losses, step.shares) / np.sum(step.shares))
@@ -193,7 +194,6 @@ class Allocation:
                 f"the loss became {batch_loss} at iteration {self.iteration} "
                 f"(epoch {step.epoch}); lower the learning rate"
             )
-        busy = step.compute_s + step.data_s
         self.rows.append(
             Row(
                 iteration=self.iteration,
@@ -202,7 +202,7 @@ class Allocation:
                 batch_size=int(step.shares[self.rank]),
                 compute_s=step.compute_s,
                 sync_s=sync_s,
-                wait_s=float(busy_all.max() - busy),
+                wait_s=float(busy_all.max() - busy_all[self.rank]),
                 iteration_s=time.perf_counter() - step.started,
                 loss=float(losses[self.rank]),
                 slowdown=step.slowdown,
