@@ -11,6 +11,7 @@ was given (OUT.indices-RANK.npy, one row per epoch of -1-padded indices).
 
 import argparse
 import collections
+import json
 import os
 from pathlib import Path
 
@@ -91,4 +92,5 @@ if rank == 0:
     np.save(f"{args.out}.shares.npy", np.array([row.batch_size for row in dyn.rows]))
 print(f"rank {rank} done: shares {dyn.shares.tolist()}", flush=True)
 if args.count:
-    print(f"rank {rank} collectives {dict(calls)} in {len(dyn.rows)} iterations", flush=True)
+    print(f"rank {rank} collectives {json.dumps(dict(calls))} in {len(dyn.rows)} iterations",
+          flush=True)  # fmt: skip
