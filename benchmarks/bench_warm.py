@@ -10,7 +10,9 @@ a. Simulated, on a measured heterogeneous 4-GPU profile (config/clusters/lbb-4gp
 b. Real, on this machine: `make run`'s adaptive run (LeNet, mnist5k, 2 ranks, rank 1 three times
    slower, B = 512, 4 epochs) trained cold, then again warm-started from the cold run's
    directory, then with a probe: each run's first iteration against its steady iterations (the
-   median of the full batches after the third), samples/s, and the probe's cost.
+   median of the full batches after the third), samples/s, and the probe's cost. And `static`
+   on the same run, whose split never changes: its first iteration over its steady ones is the
+   framework's own first-iteration cost, the floor under any warm start.
 """
 
 import argparse
@@ -115,6 +117,9 @@ def real(dataset, folder, repeats):
             ),
             "adaptive, warm from a probe": train(
                 folder, f"probe{repeat}", dataset, {"name": "adaptive", "warm_start": "probe"}
+            ),
+            "static (one split throughout: the framework's own)": train(
+                folder, f"static{repeat}", dataset, {"name": "static"}
             ),
         }
         for name, run in runs.items():
