@@ -179,8 +179,8 @@ bench-overhead: setup setup-torch
 elapsed = echo $$(( $$(date +%s) - $(2) )) > $(1)/elapsed_s.tmp && mv $(1)/elapsed_s.tmp $(1)/elapsed_s
 
 # Warm starts (benchmarks/bench_warm.py): simulated on LBB's measured 4-GPU profile against the
-# exact optimum, and make run's adaptive run cold, warm from the cold run and from a probe, and static
-# (the framework's own first iteration, the floor under a warm start).
+# exact optimum, and make run's adaptive run cold, warm from the cold run and from a probe, and
+# static (the framework's own first iteration, the floor under a warm start).
 bench-warm: setup data/mnist5k/manifest.json
 	$(TRAIN)/python benchmarks/bench_warm.py --dataset data/mnist5k --out runs/bench-warm
 
