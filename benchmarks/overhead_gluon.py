@@ -2,10 +2,10 @@
 same loop around a bare MPI Allreduce (equal shares, the gradients in one array summed in
 place, `trainer.step`), on MLPs whose iterations take about 1, 10 and 100 ms, with equal ranks
 and with rank 1 three times slower, all in one mpiexec invocation, the runs interleaved (their
-order reversed on odd repeats). Both take their samples by index from the same numpy arrays,
-and both emulate a slower rank alike (`runtime.common.timing.ComputeTimer`: the compute
-measured, then slept again twice over). Rank 0 writes samples/s of each run (medians over
-repeats) to OUT as JSON.
+order reversed on odd repeats). Both take shuffled samples by index from the same numpy arrays
+(the bare loop's through one permutation a run), and both emulate a slower rank alike
+(`runtime.common.timing.ComputeTimer`: the compute measured, then slept again twice over).
+Rank 0 writes samples/s of each run (medians over repeats) to OUT as JSON.
 
     mpiexec -n 2 python benchmarks/overhead_gluon.py --out OUT.json
 """
@@ -58,11 +58,12 @@ def bare(size, factor, rank, ranks, iterations, warm_up):
     gradients = gradients_in_one_array(trainable)
     summed = numpy_view(gradients)
     x, y = data(features, batch * (iterations + warm_up))
+    order = np.random.default_rng(0).permutation(len(x))
     share = batch // ranks
     for k in range(iterations + warm_up):
         if k == warm_up:
             began = time.perf_counter()
-        mine = slice(k * batch + rank * share, k * batch + (rank + 1) * share)
+        mine = order[k * batch + rank * share : k * batch + (rank + 1) * share]
         with ComputeTimer(factor, mx.nd.waitall):
             with autograd.record():
                 loss = LOSS(net(mx.nd.array(x[mine])), mx.nd.array(y[mine]))

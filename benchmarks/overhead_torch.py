@@ -2,8 +2,9 @@
 same loop with plain DDP (equal shares, DDP's own averaging), on MLPs whose iterations take
 about 1, 10 and 100 ms, with equal ranks and with rank 1 three times slower, all in one
 torchrun invocation, the runs interleaved (their order reversed on odd repeats) so that the
-machine's drift meets each alike. Both loops index in-memory tensors (no DataLoader), so that
-what differs is what each adds to an iteration. A slowed rank hands each bucket to the
+machine's drift meets each alike. Both loops take shuffled samples by index from in-memory
+tensors (no DataLoader; plain DDP's through one permutation a run, as `DistributedSampler`
+shuffles), so that what differs is what each adds to an iteration. A slowed rank hands each bucket to the
 all-reduce as late as a device that much slower would (`runtime.torch.hook.SlowBuckets`), in
 both. Rank 0 writes samples/s of each run (medians over repeats) to OUT as JSON.
 
@@ -48,15 +49,16 @@ def plain(size, factor, rank, ranks, iterations, warm_up):
         ddp.register_comm_hook(slow, held_then_averaged)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
     x, y = data(features, batch * (iterations + warm_up))
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
     share = batch // ranks
     for k in range(iterations + warm_up):
         if k == warm_up:
             began = time.perf_counter()
-        start = k * batch + rank * share
+        mine = order[k * batch + rank * share : k * batch + (rank + 1) * share]
         optimizer.zero_grad()
         if slow is not None:
             slow.start(factor)
-        nn.functional.mse_loss(ddp(x[start : start + share]), y[start : start + share]).backward()
+        nn.functional.mse_loss(ddp(x[mine]), y[mine]).backward()
         optimizer.step()
     return time.perf_counter() - began
 
