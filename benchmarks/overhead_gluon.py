@@ -11,6 +11,7 @@ Rank 0 writes samples/s of each run (medians over repeats) to OUT as JSON.
 """
 
 import time
+from functools import partial
 
 from dynalloc.launcher import launcher_rank
 from dynalloc.runtime.common.placement import pin_to_core
@@ -27,7 +28,7 @@ from dynalloc.runtime.mxnet.gluon import (  # noqa: E402
 )
 from mpi4py import MPI  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
-from overhead_runs import arguments, interleave  # noqa: E402
+from overhead_runs import STATIC, arguments, interleave  # noqa: E402
 
 # name: (input features, hidden width, hidden layers, global batch), as overhead_torch's
 SIZES = {"1 ms": (20, 32, 1, 64), "10 ms": (64, 384, 2, 512), "100 ms": (256, 1280, 2, 1024)}
@@ -74,13 +75,13 @@ def bare(size, factor, rank, ranks, iterations, warm_up):
     return time.perf_counter() - began
 
 
-def dynamic(size, factor, rank, ranks, iterations, warm_up):
-    """Seconds of `iterations` of the same loop with DynamicBatch (adaptive), after `warm_up`
+def dynamic(size, factor, rank, ranks, iterations, warm_up, policy="adaptive"):
+    """Seconds of `iterations` of the same loop with DynamicBatch (`policy`), after `warm_up`
     untimed ones in which the shares settle."""
     features, width, layers, batch = SIZES[size]
     net, trainer = model(features, width, layers)
     x, y = data(features, batch * (iterations + warm_up))
-    dyn = DynamicBatch(net.collect_params(), trainer, len(x), batch, policy="adaptive",
+    dyn = DynamicBatch(net.collect_params(), trainer, len(x), batch, policy=policy,
                        pin_cores=False, slowdown=lambda iteration: factor)  # fmt: skip
     for step in dyn.epoch(0):
         if step.iteration == warm_up:
@@ -96,7 +97,8 @@ def dynamic(size, factor, rank, ranks, iterations, warm_up):
 def main():
     args = arguments(__doc__)
     rank, ranks = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
-    interleave({"bare allreduce": bare, "dynalloc": dynamic}, SIZES, rank, ranks, args)
+    runs = {"bare allreduce": bare, "dynalloc": dynamic, STATIC: partial(dynamic, policy="static")}
+    interleave(runs, SIZES, rank, ranks, args)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ from pathlib import Path
 
 SCENARIOS = {"1:1": 1.0, "1:3": 3.0}  # rank 1's slowdown
 WARM_UP = 20  # untimed iterations a run, in which adaptive's shares settle
+# dynalloc with `static` (equal shares, as the baseline's) at 1:1 alone: the integration's own
+# cost per iteration (the step's bookkeeping, the exchange of the ranks' times), apart from
+# the policy's (its update, its moves of the shares under the machine's noise).
+STATIC = "dynalloc static"
 
 
 def arguments(doc):
@@ -22,7 +26,8 @@ def arguments(doc):
 
 def interleave(runs, sizes, rank, ranks, args):
     """Each of `runs` (name: function(size, factor, rank, ranks, iterations, warm_up) ->
-    seconds) on each of `sizes` (name: (..., global batch)) and scenario, `args.repeats` times."""
+    seconds) on each of `sizes` (name: (..., global batch)) and scenario (`STATIC` at 1:1
+    only), `args.repeats` times."""
     rates = {}
     for repeat in range(args.repeats):
         for size in sizes:
@@ -30,6 +35,8 @@ def interleave(runs, sizes, rank, ranks, args):
             for scenario, slowdown in SCENARIOS.items():
                 factor = slowdown if rank == 1 else 1.0
                 for name in runs if repeat % 2 == 0 else list(runs)[::-1]:
+                    if name == STATIC and slowdown != 1.0:
+                        continue
                     seconds = runs[name](size, factor, rank, ranks, iterations, WARM_UP)
                     rate = iterations * sizes[size][3] / seconds
                     rates.setdefault(f"{size} {scenario} {name}", []).append(rate)

@@ -4,14 +4,16 @@ about 1, 10 and 100 ms, with equal ranks and with rank 1 three times slower, all
 torchrun invocation, the runs interleaved (their order reversed on odd repeats) so that the
 machine's drift meets each alike. Both loops take shuffled samples by index from in-memory
 tensors (no DataLoader; plain DDP's through one permutation a run, as `DistributedSampler`
-shuffles), so that what differs is what each adds to an iteration. A slowed rank hands each bucket to the
-all-reduce as late as a device that much slower would (`runtime.torch.hook.SlowBuckets`), in
-both. Rank 0 writes samples/s of each run (medians over repeats) to OUT as JSON.
+shuffles), so that what differs is what each adds to an iteration. A slowed rank hands each
+bucket to the all-reduce as late as a device that much slower would
+(`runtime.torch.hook.SlowBuckets`), in both. Rank 0 writes samples/s of each run (medians over
+repeats) to OUT as JSON.
 
     torchrun --standalone --nproc-per-node=2 benchmarks/overhead_torch.py --out OUT.json
 """
 
 import time
+from functools import partial
 
 from dynalloc.launcher import launcher_rank
 from dynalloc.runtime.common.placement import pin_to_core
@@ -22,7 +24,7 @@ import torch  # noqa: E402
 from ddp_plain import held_then_averaged  # noqa: E402
 from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
 from dynalloc.runtime.torch.hook import SlowBuckets  # noqa: E402
-from overhead_runs import arguments, interleave  # noqa: E402
+from overhead_runs import STATIC, arguments, interleave  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
@@ -63,14 +65,14 @@ def plain(size, factor, rank, ranks, iterations, warm_up):
     return time.perf_counter() - began
 
 
-def dynamic(size, factor, rank, ranks, iterations, warm_up):
-    """Seconds of `iterations` of the same loop with DynamicBatch (adaptive), after `warm_up`
+def dynamic(size, factor, rank, ranks, iterations, warm_up, policy="adaptive"):
+    """Seconds of `iterations` of the same loop with DynamicBatch (`policy`), after `warm_up`
     untimed ones in which the shares settle."""
     features, width, layers, batch = SIZES[size]
     ddp = model(features, width, layers)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
     x, y = data(features, batch * (iterations + warm_up))
-    dyn = DynamicBatch(ddp, optimizer, len(x), batch, policy="adaptive", pin_cores=False,
+    dyn = DynamicBatch(ddp, optimizer, len(x), batch, policy=policy, pin_cores=False,
                        slowdown=lambda iteration: factor)  # fmt: skip
     for step in dyn.epoch(0):
         if step.iteration == warm_up:
@@ -91,7 +93,8 @@ def main():
     args = arguments(__doc__)
     torch.set_num_threads(1)
     rank, ranks = init_process_group()
-    interleave({"plain DDP": plain, "dynalloc": dynamic}, SIZES, rank, ranks, args)
+    runs = {"plain DDP": plain, "dynalloc": dynamic, STATIC: partial(dynamic, policy="static")}
+    interleave(runs, SIZES, rank, ranks, args)
 
 
 if __name__ == "__main__":
