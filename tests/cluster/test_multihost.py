@@ -117,9 +117,10 @@ def test_a_run_of_one_rank_is_a_plain_one_task_job(two_nodes):
 
 def test_the_simulators_network_model_is_a_lower_bound_of_the_measured_allreduce():
     """`dynalloc simulate`'s Allreduce (core.allreduce, Thakur et al.'s formulas) from the
-    latency and seconds per byte of a ping-pong between the nodes, against the Allreduce of
-    LeNet's gradient measured on the 4 ranks. The model sees the links only: here the four
-    ranks and the kernel's TCP work share two cores, which it cannot know."""
+    latency and seconds per byte of a ping-pong between the nodes (its fastest round trips),
+    against the Allreduce of LeNet's gradient measured on the 4 ranks. The model sees the links
+    only: here the four ranks and the kernel's TCP work share two cores, which it cannot
+    know."""
     probe = subprocess.run(
         ["srun", "-N2", "--ntasks-per-node=2", "--mpi=pmi2", BIN / "python",
          Path(__file__).with_name("exchange_probe.py")],
