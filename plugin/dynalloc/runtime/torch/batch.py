@@ -22,7 +22,6 @@ each step.
 """
 
 import contextlib
-import math
 import time
 
 import numpy as np
@@ -45,7 +44,6 @@ class Step(allocation.Step):
         owner.weigh(self.share / int(np.sum(shares)))
         owner.current = self
         self.backward_loss = float("nan")  # the loss step.backward(loss) took, if it did
-        self.backward_of = None  # and its tensor
         if owner.ddp:  # timed from here where the loop times no compute()
             owner.hook.start(self.slowdown)
 
@@ -63,7 +61,7 @@ class Step(allocation.Step):
         self._bucket_times()
 
     def time_if_untimed(self):
-        if self.owner.ddp and math.isnan(self.compute_s):
+        if self.owner.ddp and np.isnan(self.compute_s):
             self._bucket_times()
         super().time_if_untimed()
 
@@ -82,7 +80,7 @@ class Step(allocation.Step):
         loss of the global batch (the same number on every rank). `loss`: the mean loss over
         this rank's share, whose gradient `backward()` gave: each rank's is weighted by its
         share, so a summed loss would be weighted wrongly, and training silently worse."""
-        own = self.backward_loss if loss is self.backward_of else mean_loss(loss, "finish")
+        own = mean_loss(loss, "finish")
         self.time_if_untimed()
         self.loss = self.owner._finish(self, own)
         return self.loss
@@ -93,7 +91,6 @@ class Step(allocation.Step):
         losses need an all-reduce of their own once the backward pass is over (overlapped with
         the optimizer's step; about a millisecond an iteration on a CPU)."""
         self.backward_loss = mean_loss(loss, "backward")
-        self.backward_of = loss
         loss.backward()
 
 
@@ -269,7 +266,7 @@ class DynamicBatch(Allocation):
             dist.all_reduce(self.gradients, group=self.group)
             self.wait_for_device()
             sync_s = time.perf_counter() - began
-            gathered = self.tail.cpu().numpy().reshape(self.ranks, -1).astype(np.float64)
+            gathered = self.tail.view(self.ranks, -1).double().cpu().numpy()
         self.stepping = True
         try:
             self.optimizer.step()

@@ -12,7 +12,6 @@ it, and its overlap of the all-reduce with the backward pass.
 
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -62,7 +61,6 @@ class ShareWeight(SlowBuckets):
         self.group, self.weight, self.last_ready, self.values = group, 1.0, None, values
         self.rank, self.ranks = dist.get_rank(group), dist.get_world_size(group)
         self.joined, self.block = None, None  # the last bucket and the block, in one tensor
-        self.rows = None  # the block's values on the host, written there (numpy is cheaper)
 
     def start(self, factor):
         super().start(factor)
@@ -73,7 +71,7 @@ class ShareWeight(SlowBuckets):
         (no backward pass). DDP's backward pass returns once every bucket is exchanged."""
         if self.block is None:
             return None
-        return self.block.cpu().numpy().reshape(self.ranks, -1).astype(np.float64)
+        return self.block.view(self.ranks, -1).double().cpu().numpy()
 
     def join(self, tensor):
         """The last bucket weighted, then this rank's values in its row of the block: one
@@ -84,11 +82,9 @@ class ShareWeight(SlowBuckets):
         if self.joined is None or self.joined.numel() != size + block or (
             self.joined.dtype, self.joined.device) != (tensor.dtype, tensor.device):  # fmt: skip
             self.joined = torch.empty(size + block, dtype=tensor.dtype, device=tensor.device)
-            self.rows = np.zeros(block)  # copied in the bucket's dtype, as torch.tensor rounds
         torch.mul(tensor, self.weight, out=self.joined[:size])
         self.block = self.joined[size:]
-        fold(self.rows, self.rank, values)
-        self.block.copy_(torch.from_numpy(self.rows))
+        fold(self.block, self.rank, torch.tensor(values, dtype=tensor.dtype))
         return self.joined, size
 
 
