@@ -59,12 +59,13 @@ if args.loader is not None:  # the framework's own data path: workers, prefetch,
     loader = torch.utils.data.DataLoader(dataset, batch_sampler=dyn.batch_sampler(),
                                          num_workers=args.loader)  # fmt: skip
 calls = collections.Counter()
-if args.count:  # the Python collectives from here on (DDP's own go in C++; dynalloc's hook not)
-    for name in ("all_reduce", "all_gather", "broadcast", "barrier"):
-        real = getattr(dist, name)
-        setattr(
-            dist, name, lambda *a, real=real, name=name, **k: calls.update([name]) or real(*a, **k)
-        )
+if args.count:  # the Python collectives from here on (DDP's own go in C++, dynalloc's hook not)
+    # all-reduces at the process group, where `dist.all_reduce` and dynalloc's hook both call it
+    for owner, name, label in ((dist.ProcessGroup, "allreduce", "all_reduce"),
+                               (dist, "all_gather", "all_gather"), (dist, "broadcast", "broadcast"),
+                               (dist, "barrier", "barrier")):  # fmt: skip
+        real = getattr(owner, name)
+        setattr(owner, name, lambda *a, f=real, n=label, **k: calls.update([n]) or f(*a, **k))
 seen = []
 for epoch in range(args.epochs):
     mine = []

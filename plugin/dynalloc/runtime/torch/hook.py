@@ -12,6 +12,7 @@ it, and its overlap of the all-reduce with the backward pass.
 
 import time
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -59,33 +60,46 @@ class ShareWeight(SlowBuckets):
     def __init__(self, group=None, values=None):
         super().__init__()
         self.group, self.weight, self.last_ready, self.values = group, 1.0, None, values
+        self.sent = False  # whether the last bucket went with the values this iteration
         self.rank, self.ranks = dist.get_rank(group), dist.get_world_size(group)
-        self.joined, self.block = None, None  # the last bucket and the block, in one tensor
+        # The process group's own allreduce, not `dist.all_reduce`: its checks cost as much as
+        # the rest of the last bucket's hook on a small model (DDP's C++ hook skips them too).
+        self.process_group = group or dist.group.WORLD
+        self.joined, self.head, self.block = None, None, None  # the last bucket and the block
+        self.rows = None  # the block as numpy, where it lives on the CPU: written in place
 
     def start(self, factor):
         super().start(factor)
-        self.last_ready, self.block = None, None
+        self.last_ready, self.sent = None, False
 
     def gathered(self):
         """Every rank's values, one row per rank (numpy), or None where no last bucket went
         (no backward pass). DDP's backward pass returns once every bucket is exchanged."""
-        if self.block is None:
+        if not self.sent:
             return None
+        if self.rows is not None:
+            return self.rows.reshape(self.ranks, -1).astype(np.float64)
         return self.block.view(self.ranks, -1).double().cpu().numpy()
 
     def join(self, tensor):
         """The last bucket weighted, then this rank's values in its row of the block: one
-        tensor (kept from one iteration to the next) and one pass over the bucket; returns it
-        and the bucket's size."""
+        tensor (kept from one iteration to the next, with its views) and one pass over the
+        bucket; returns it and the view of the bucket's part."""
         values = self.values(self.last_ready)
         size, block = tensor.numel(), len(values) * self.ranks
         if self.joined is None or self.joined.numel() != size + block or (
             self.joined.dtype, self.joined.device) != (tensor.dtype, tensor.device):  # fmt: skip
             self.joined = torch.empty(size + block, dtype=tensor.dtype, device=tensor.device)
-        torch.mul(tensor, self.weight, out=self.joined[:size])
-        self.block = self.joined[size:]
-        fold(self.block, self.rank, torch.tensor(values, dtype=tensor.dtype))
-        return self.joined, size
+            self.head, self.block = self.joined[:size], self.joined[size:]
+            on_cpu = tensor.device.type == "cpu" and tensor.dtype != torch.bfloat16  # numpy's
+            self.rows = self.block.numpy() if on_cpu else None
+        torch.mul(tensor, self.weight, out=self.head)
+        if self.rows is not None:
+            fold(self.rows, self.rank, values)
+        else:
+            fold(self.block, self.rank, torch.tensor(values, dtype=tensor.dtype))
+        self.sent = True
+        return self.joined, self.head
 
 
 def share_weighted_hook(state, bucket):
@@ -102,9 +116,9 @@ def share_weighted_hook(state, bucket):
             torch.cuda.current_stream(tensor.device).synchronize()
         state.last_ready = time.perf_counter()
         if state.values is not None:
-            joined, size = state.join(tensor)
-            work = dist.all_reduce(joined, group=state.group, async_op=True)
-            return work.get_future().then(lambda future: future.value()[0][:size])
+            joined, head = state.join(tensor)
+            work = state.process_group.allreduce([joined])
+            return work.get_future().then(lambda _: head)
     tensor.mul_(state.weight)
-    work = dist.all_reduce(tensor, group=state.group, async_op=True)
+    work = state.process_group.allreduce([tensor])
     return work.get_future().then(lambda future: future.value()[0])
