@@ -142,7 +142,7 @@ class AdaptivePolicy(Policy):
         if np.array_equal(shares, self.shares) and np.all(shares > 0):
             self.start_test.observe(seconds / shares)
         differ = jumped.any() and not jumped.all()
-        self.holding = not (differ or self.start_test.p_value() < self.significance)
+        self.holding = not (differ or self.start_test.differs(self.significance))
         return self.holding
 
     def _warm_up_noise(self, shares, seconds, used):

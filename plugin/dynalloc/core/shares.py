@@ -9,12 +9,13 @@ Each bound is one number for all ranks or a sequence of one per rank (a node wit
 gets a lower `max_share`; a `None` entry leaves that rank uncapped).
 """
 
+import math
 import numbers
 
 import numpy as np
 
 ONE_AT_A_TIME = 16  # up to this many last samples are handed out one by one (`cheapest_units`)
-LEVELS_PER_PASS = 128  # bisection levels x ranks evaluated per array pass (`water_level`)
+FEW_RANKS = 8  # up to this many ranks, `water_level` bisects in plain Python floats
 
 
 def per_rank(name, value, ranks, optional=False):
@@ -122,14 +123,25 @@ def water_level(a, c, global_batch, lo, hi):
     ranks = len(a)
     low = float((a + c * lo).min())
     high = float((a + c * hi).max())
+    if ranks <= FEW_RANKS:  # a few floats: a Python loop costs a fraction of an array pass
+        rows = list(zip(a.tolist(), c.tolist(), lo.tolist(), hi.tolist(), strict=True))
+
+        def taken(level):  # the bounds are whole numbers: clamping first floors alike
+            return sum(math.floor(min(max((level - ar) / cr, least), most))
+                       for ar, cr, least, most in rows)  # fmt: skip
+    else:
+
+        def taken(level):
+            return np.minimum(np.maximum(np.floor((level - a) / c), lo), hi).sum()
+
     for _ in range(200):
         mid = 0.5 * (low + high)
         if mid in (low, high):
             break
-        taken = np.minimum(np.maximum(np.floor((mid - a) / c), lo), hi).sum()
-        if taken <= global_batch:
+        took = taken(mid)
+        if took <= global_batch:
             low = mid
-            if taken >= global_batch - ranks:
+            if took >= global_batch - ranks:
                 break
         else:
             high = mid

@@ -22,6 +22,8 @@ import numpy as np
 
 PRIOR_NOISE = 0.05  # residual sd of log per-sample time assumed before any is measured
 PRIOR_DF = 2  # the prior's weight, in degrees of freedom of the residual variance
+# P(F > 1) at its least, one and infinitely many degrees of freedom: P(|Z| > 1) = 0.31731...
+SURVIVAL_AT_ONE = 0.3173
 
 
 class EqualSpeedTest:
@@ -43,15 +45,28 @@ class EqualSpeedTest:
 
     def p_value(self):
         """Probability of rank differences at least this large were the speeds equal."""
+        statistic, d1, d2 = self._statistic()
+        return f_survival(statistic, d1, d2)
+
+    def differs(self, significance):
+        """`p_value() < significance`, without the tail's continued fraction where the
+        statistic is at most 1 (under equal speeds, about every other iteration): F exceeds 1
+        with probability at least `SURVIVAL_AT_ONE` at any degrees of freedom."""
+        statistic, d1, d2 = self._statistic()
+        if statistic <= 1.0 and significance <= SURVIVAL_AT_ONE:
+            return False
+        return f_survival(statistic, d1, d2) < significance
+
+    def _statistic(self):
+        """The F statistic and its degrees of freedom (statistic 0 before two ranks' data)."""
         n, ranks = self.count, self.ranks
         if n == 0 or ranks < 2:
-            return 1.0
+            return 0.0, 1, 1
         means = self.sums / n
         between = n * float(means @ means)
         df_between, df_residual = ranks - 1, (ranks - 1) * (n - 1) + PRIOR_DF
         residual = max(self.squares - between, 0.0) + PRIOR_DF * PRIOR_NOISE**2
-        statistic = (between / df_between) / (residual / df_residual)
-        return f_survival(statistic, df_between, df_residual)
+        return (between / df_between) / (residual / df_residual), df_between, df_residual
 
 
 def f_survival(statistic, d1, d2):

@@ -3,7 +3,7 @@ rate under equal speeds, and its power against a real difference."""
 
 import numpy as np
 import pytest
-from dynalloc.core.speedtest import EqualSpeedTest, f_survival
+from dynalloc.core.speedtest import SURVIVAL_AT_ONE, EqualSpeedTest, f_survival
 from scipy import stats
 
 
@@ -47,3 +47,25 @@ def test_no_observation_and_one_rank_prove_nothing():
     one = EqualSpeedTest(1)
     one.observe([0.1])
     assert one.p_value() == 1.0
+
+
+def test_f_exceeds_1_at_least_as_often_as_differs_assumes():
+    """`differs` skips the tail where the statistic is at most 1: sound only while P(F > 1)
+    stays above SURVIVAL_AT_ONE at every degrees of freedom a run can have."""
+    for d1 in [*range(1, 40), 63, 511, 4095]:
+        for d2 in [*range(1, 120), 500, 10**4, 10**6, 10**9]:
+            assert f_survival(1.0, d1, d2) >= SURVIVAL_AT_ONE, (d1, d2)
+
+
+@pytest.mark.parametrize("slowdowns", [[1.0, 1.0, 1.0], [1.0, 1.0, 1.15]])
+def test_differs_decides_as_the_p_value_does(slowdowns):
+    rng = np.random.default_rng(3)
+    decisions = []
+    for _ in range(100):
+        test = EqualSpeedTest(3)
+        for _ in range(int(rng.integers(1, 12))):
+            test.observe(np.asarray(slowdowns) * rng.lognormal(0.0, 0.1, 3))
+        for significance in (1e-3, 0.05, 0.3, 0.5, 1.0):
+            decisions.append(test.differs(significance))
+            assert decisions[-1] == (test.p_value() < significance), (significance, test.p_value())
+    assert 0 < sum(decisions) < len(decisions)  # both answers came up
