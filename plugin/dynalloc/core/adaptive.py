@@ -139,7 +139,7 @@ class AdaptivePolicy(Policy):
         """Whether the split the run started from stays: until some rank's time jumps (all of
         them at once is a slowdown they share) or the times measured at that split reject equal
         speeds (an epoch's shorter last batch, at another split, is left out of the test)."""
-        if np.array_equal(shares, self.shares) and np.all(shares > 0):
+        if (shares == self.shares).all() and (shares > 0).all():
             self.start_test.observe(seconds / shares)
         differ = jumped.any() and not jumped.all()
         self.holding = not (differ or self.start_test.differs(self.significance))
