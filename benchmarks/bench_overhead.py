@@ -113,7 +113,7 @@ def splice(page, text):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0, help="about, per run")
     parser.add_argument("--page", type=Path, default=ROOT / "BENCHMARKS.md")
     args = parser.parse_args()

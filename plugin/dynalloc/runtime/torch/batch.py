@@ -22,6 +22,7 @@ each step.
 """
 
 import contextlib
+import math
 import time
 
 import numpy as np
@@ -61,7 +62,7 @@ class Step(allocation.Step):
         self._bucket_times()
 
     def time_if_untimed(self):
-        if self.owner.ddp and np.isnan(self.compute_s):
+        if self.owner.ddp and math.isnan(self.compute_s):
             self._bucket_times()
         super().time_if_untimed()
 
