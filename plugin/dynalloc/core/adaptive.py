@@ -9,6 +9,7 @@ from dynalloc.core.costmodel import AffineCostModels, check_model_parameters
 from dynalloc.core.policy import Policy
 from dynalloc.core.shares import minmax_shares
 from dynalloc.core.speedtest import EqualSpeedTest
+from dynalloc.core.state import export, restore
 
 
 class AdaptivePolicy(Policy):
@@ -21,9 +22,12 @@ class AdaptivePolicy(Policy):
     its model and moves at once, with full steps for `settle` iterations while the rescaled model
     finds the new balance. One deviation confirms a change when the rank's time doubled or halved
     (`jump`), and while the ranks settle after a change (a rank sharing a core or a link with the
-    changed one changes with it); a confirmed change also confirms the deviations held back on
-    other ranks (with two ranks, a change of either shows on both once the common slowdown is
-    divided out). A smaller change is confirmed by the cost model's cumulative sum of errors.
+    changed one changes with it); but a jump that goes back the next iteration was a spike (a
+    preempted core, a slow read): it is forgotten as if unseen, and from then on a jump needs
+    `confirm` deviations in a row like any other change. A confirmed change also confirms the
+    deviations held back on other ranks (with two ranks, a change of either shows on both once
+    the common slowdown is divided out). A smaller change is confirmed by the cost model's
+    cumulative sum of errors.
     The first iteration (MXNet's warm-up) counts only when it shows a jump, which the ranks then
     settle after as after any change. Until a jump shows, the split the run starts from is held
     while an F-test on the times measured there finds no difference of speed at `significance`
@@ -64,6 +68,9 @@ class AdaptivePolicy(Policy):
         self.start_test = EqualSpeedTest(ranks)
         self.holding = True  # the start split, until the ranks are shown to differ
         self.common = 1.0  # the slowdown all ranks shared at the last iteration, as models see it
+        self.jumped, self.before_jump = None, None  # the last iteration's jumps, and before them
+        self.spiky = False  # a jump went back at once: jumps need `confirm` deviations in a row
+        self.unproven = np.zeros(ranks, dtype=bool)  # then, the jumps still to be confirmed
 
     def warm(self, intercepts, slopes, noise=None):
         """Start from known costs (a previous run's fit, a cluster file, a probe): each rank's
@@ -88,27 +95,33 @@ class AdaptivePolicy(Policy):
                 return self.shares
             self.settling = self.settle  # a jump: the ranks settle after it as after a change
             self.holding = False
+        common = self.common
+        predicted, scaled, jumps = self._against_models(shares, seconds, used)
+        if self.jumped is not None:
+            last, self.jumped = self.jumped, None
+            if (jumps[last != 0] == -last[last != 0]).all():
+                # The jump went back at once: a spike (a preempted core, a slow read), not a
+                # change of speed. Forget it as if unseen; from now on jumps prove themselves.
+                self._restore(self.before_jump)
+                self.spiky = True
+                predicted, scaled, jumps = self._against_models(shares, seconds, used)
+        jumped = jumps != 0
+        if jumped.any() and not jumped.all() and not self.spiky:  # to be acted on at once
+            self.jumped, self.before_jump = jumps, self._state(common)
         models = self.models
-        predicted = models.predict(np.maximum(shares, 1))
-        jumped = np.zeros(self.ranks, dtype=bool)
-        if models.complete and used.any():
-            ratios = seconds / predicted
-            common = median(ratios[used])
-            seconds = seconds / common
-            # A rank whose time doubled or halved against its model changed: no noise does that.
-            # Against the slowdown the ranks shared at the last iteration, as the models see
-            # the times: the models learn times over that slowdown, so their own scale is where
-            # they started, and the whole machine may have drifted from it since.
-            ratios = ratios / self.common
-            jumped = (ratios >= self.jump) | (ratios <= 1.0 / self.jump)
-            self.common = common
         needed = 1 if self.settling else models.confirm
-        if jumped.any():
+        if jumped.any() and not self.spiky:
             needed = np.where(jumped, 1, needed)
-        if models.observe(shares, seconds, predicted, needed).any():
+        first = jumped & (models.pending.length == 0)  # jumps that start a run of deviations
+        confirmed = models.observe(shares, scaled, predicted, needed)
+        if confirmed.any():
             self.settling = self.settle
             models.confirm_pending()
-        if self.holding and self._holds_start(shares, seconds, jumped):
+        if self.spiky:  # a jump counts once the deviations in a row it started are confirmed
+            unproven = self.unproven | first
+            jumped = unproven & confirmed
+            self.unproven = unproven & ~confirmed & (models.pending.length > 0)
+        if self.holding and self._holds_start(shares, scaled, jumped, jumps.any()):
             self.settling = 0  # a drift confirmed under jitter is no reason to move either
             return self.shares
         changed = self.settling > 0
@@ -135,11 +148,47 @@ class AdaptivePolicy(Policy):
             return self.shares
         return moved
 
-    def _holds_start(self, shares, seconds, jumped):
-        """Whether the split the run started from stays: until some rank's time jumps (all of
-        them at once is a slowdown they share) or the times measured at that split reject equal
-        speeds (an epoch's shorter last batch, at another split, is left out of the test)."""
-        if (shares == self.shares).all() and (shares > 0).all():
+    def _against_models(self, shares, seconds, used):
+        """(predicted seconds, `seconds` over the slowdown all ranks share, jumps): +1 where a
+        rank's time doubled against its model, -1 where it halved, which noise does not do
+        (a spike does, for one iteration: `_next`). Judged against the slowdown the ranks
+        shared at the last iteration, as the models see the times: the models learn times over
+        that slowdown, so their own scale is where they started, and the whole machine may
+        have drifted from it since."""
+        predicted = self.models.predict(np.maximum(shares, 1))
+        jumps = np.zeros(self.ranks, dtype=np.int8)
+        if not (self.models.complete and used.any()):
+            return predicted, seconds, jumps
+        ratios = seconds / predicted
+        common = median(ratios[used])
+        ratios = ratios / self.common
+        jumps[ratios >= self.jump] = 1
+        jumps[ratios <= 1.0 / self.jump] = -1
+        self.common = common
+        return predicted, seconds / common, jumps
+
+    def _state(self, common):
+        """What an iteration changes, as plain data (a checkpoint holds it with the policy),
+        for `_next` to forget a spike: the iteration before it, `common` the slowdown shared
+        then. Taken only on a jump."""
+        return {"models": export(self.models), "start_test": export(self.start_test),
+                "shares": self.shares.copy(), "settling": self.settling,
+                "holding": self.holding, "common": common}  # fmt: skip
+
+    def _restore(self, state):
+        restore(self.models, state["models"])
+        restore(self.start_test, state["start_test"])
+        self.shares, self.settling = state["shares"].copy(), state["settling"]
+        self.holding, self.common = state["holding"], state["common"]
+
+    def _holds_start(self, shares, seconds, jumped, spiked):
+        """Whether the split the run started from stays: until some rank's time jumps (once
+        spikes have shown, a jump its next deviations confirm; all of them at once is a
+        slowdown they share) or the times measured at that split reject equal speeds (an
+        epoch's shorter last batch, at another split, is left out of the test, and so is an
+        iteration where a time `spiked`, doubled or halved: spikes on one rank would add up
+        to a difference of speed)."""
+        if (shares == self.shares).all() and (shares > 0).all() and not spiked:
             self.start_test.observe(seconds / shares)
         differ = jumped.any() and not jumped.all()
         self.holding = not (differ or self.start_test.differs(self.significance))

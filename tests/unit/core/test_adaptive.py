@@ -65,6 +65,30 @@ def test_adaptive_moves_at_once_on_a_jump_that_noise_cannot_explain():
 
 
 @pytest.mark.parametrize("seed", range(5))
+def test_a_spike_is_forgotten_and_later_ones_move_nothing(seed):
+    """A rank three times slower for one iteration (a preempted core, a slow read): the first
+    such spike moves the split at once, as any jump does, and once it has gone back the split
+    the run started from returns and is held again; from then on a spike moves nothing."""
+    spikes = {30: [1, 3], 60: [3, 1], 90: [1, 3]}
+    policy = make_policy("adaptive", 2, 512)
+    trace = simulate(policy, [0.01] * 2, [1e-3] * 2, 120, noise=0.02, seed=seed,
+                     speed=lambda i: spikes.get(i, [1, 1]))  # fmt: skip
+    moved = np.flatnonzero(np.any(np.diff(trace.shares, axis=0), axis=1)) + 1
+    assert moved.tolist() == [31, 32], trace.shares[29:34].tolist()
+    assert np.all(trace.shares[32:] == 256) and policy.holding
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_after_a_spike_a_jump_that_stays_is_followed_one_iteration_later(seed):
+    trace = simulate(
+        make_policy("adaptive", 2, 1024), [0.05] * 2, [1e-3] * 2, 90, noise=0.02, seed=seed,
+        speed=lambda i: [1, 3] if i >= 60 or i == 30 else [1, 1],
+    )  # fmt: skip
+    spread = trace.spread()
+    assert spread[60] > 0.5 and spread[62] < 0.1 and spread[63:].max() < 0.05, spread[59:65]
+
+
+@pytest.mark.parametrize("seed", range(5))
 def test_adaptive_keeps_the_equal_split_through_a_warm_up_iteration(seed):
     """The real homogeneous bench run: MXNet's first iteration took rank 1 26% longer than rank
     0, adaptive moved 256/256 to 285/227 on that one observation and spent the run on shares

@@ -114,6 +114,22 @@ def test_a_policy_goes_on_from_its_state_in_a_checkpoint(tmp_path, name):
         )
 
 
+def test_adaptive_goes_on_from_a_checkpoint_taken_between_a_spike_and_its_return(tmp_path):
+    """The state `adaptive` keeps to forget a spike is plain data in the checkpoint too."""
+    fresh, used = (make_policy("adaptive", 2, 512) for _ in range(2))
+    shares = used.shares
+    for iteration, seconds in enumerate([[0.1, 0.1]] * 8 + [[0.1, 0.3]]):
+        shares = used.update(shares, seconds, iteration + 1, 0)
+    assert used.before_jump is not None and shares[0] > 256  # the spike moved the split
+    path = checkpoint.write(tmp_path, 9, {"policy": export(used)}, keep=1)
+    restore(fresh, checkpoint.read(path)["policy"])
+    for iteration in range(10, 15):
+        seconds = shares * 0.1 / 256
+        assert (used.update(shares, seconds, iteration, 0).tolist()
+                == (shares := fresh.update(shares, seconds, iteration, 0)).tolist())  # fmt: skip
+    assert fresh.spiky and shares.tolist() == [256, 256]
+
+
 def test_a_policy_state_of_another_version_is_told_by_its_layout():
     """The state of an older adaptive, whose cost models had no drift detector and which had
     no warm-up flag: assigned, it would fail at its first update."""
