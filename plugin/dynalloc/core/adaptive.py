@@ -98,11 +98,12 @@ class AdaptivePolicy(Policy):
         common = self.common
         predicted, scaled, jumps = self._against_models(shares, seconds, used)
         if self.jumped is not None:
-            last, self.jumped = self.jumped, None
+            last, before = self.jumped, self.before_jump
+            self.jumped = self.before_jump = None
             if (jumps[last != 0] == -last[last != 0]).all():
                 # The jump went back at once: a spike (a preempted core, a slow read), not a
                 # change of speed. Forget it as if unseen; from now on jumps prove themselves.
-                self._restore(self.before_jump)
+                self._restore(before)
                 self.spiky = True
                 predicted, scaled, jumps = self._against_models(shares, seconds, used)
         jumped = jumps != 0
