@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from dynalloc.core.costmodel import AffineCostModels, check_model_parameters
-from dynalloc.core.policy import Policy
+from dynalloc.core.policy import POOL_S, Policy
 from dynalloc.core.shares import minmax_shares
 from dynalloc.core.speedtest import EqualSpeedTest
 from dynalloc.core.state import export, restore
@@ -39,9 +39,9 @@ class AdaptivePolicy(Policy):
     def __init__(
         self, ranks, global_batch, min_share=1, max_share=None,
         dead_band=0.02, confidence=1.0, settle=3, min_move=0.02, jump=2.0, significance=0.001,
-        **model,
+        pool_s=POOL_S, **model,
     ):  # fmt: skip
-        super().__init__(ranks, global_batch, min_share, max_share)
+        super().__init__(ranks, global_batch, min_share, max_share, pool_s)
         numbers = (dead_band, confidence, settle, min_move, jump, significance)
         if not (
             all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers)

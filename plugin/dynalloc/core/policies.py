@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from dynalloc.core.adaptive import AdaptivePolicy
-from dynalloc.core.policy import Policy
+from dynalloc.core.policy import POOL_S, Policy
 
 
 class StaticPolicy(Policy):
@@ -24,8 +24,8 @@ class ProportionalPolicy(Policy):
 
     name = "proportional"
 
-    def __init__(self, ranks, global_batch, min_share=1, max_share=None):
-        super().__init__(ranks, global_batch, min_share, max_share)
+    def __init__(self, ranks, global_batch, min_share=1, max_share=None, pool_s=POOL_S):
+        super().__init__(ranks, global_batch, min_share, max_share, pool_s)
         self.speed = np.ones(ranks)
 
     def _next(self, shares, seconds, iteration, epoch):
@@ -40,8 +40,8 @@ class DBSPolicy(Policy):
 
     name = "dbs"
 
-    def __init__(self, ranks, global_batch, min_share=1, max_share=None):
-        super().__init__(ranks, global_batch, min_share, max_share)
+    def __init__(self, ranks, global_batch, min_share=1, max_share=None, pool_s=POOL_S):
+        super().__init__(ranks, global_batch, min_share, max_share, pool_s)
         self.epoch = 0
         self.samples = np.zeros(ranks)
         self.seconds = np.zeros(ranks)
@@ -67,9 +67,9 @@ class ControllerPolicy(Policy):
 
     def __init__(
         self, ranks, global_batch, min_share=1, max_share=None,
-        gain=0.5, dead_band=0.05, max_step=0.5,
+        gain=0.5, dead_band=0.05, max_step=0.5, pool_s=POOL_S,
     ):  # fmt: skip
-        super().__init__(ranks, global_batch, min_share, max_share)
+        super().__init__(ranks, global_batch, min_share, max_share, pool_s)
         if not (0 < gain <= 1 and 0 <= dead_band < 1 and 0 < max_step <= 1):
             raise ValueError(
                 f"controller needs 0 < gain <= 1, 0 <= dead_band < 1, 0 < max_step <= 1, "
@@ -90,13 +90,15 @@ class OraclePolicy(Policy):
 
     name = "oracle"
 
-    def __init__(self, ranks, global_batch, min_share=1, max_share=None, speeds=None):
+    def __init__(
+        self, ranks, global_batch, min_share=1, max_share=None, speeds=None, pool_s=POOL_S
+    ):
         if speeds is None or len(speeds) != ranks:
             raise ValueError(f"oracle needs one speed per rank ({ranks}), got {speeds}")
         self.speeds = np.asarray(speeds, dtype=float)
         if not np.all(np.isfinite(self.speeds) & (self.speeds > 0)):
             raise ValueError(f"oracle speeds must be positive, got {list(speeds)}")
-        super().__init__(ranks, global_batch, min_share, max_share)
+        super().__init__(ranks, global_batch, min_share, max_share, pool_s)
 
     def initial_shares(self):
         return self.split(self.speeds)

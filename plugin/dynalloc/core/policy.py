@@ -5,13 +5,22 @@ without a master. All policies share one contract, enforced here: shares are int
 exactly to the global batch and lie within `[min_share, max_share]` (each bound one number for all
 ranks or a list of one per rank, `dynalloc.core.shares.share_bounds`), and a measurement that is
 zero, negative, NaN or infinite leaves the shares as they were (with one warning).
+
+Iterations shorter than `pool_s` are pooled (`Policy.update`): an update costs the same however
+short the iteration (0.2 ms on two ranks, over a millisecond on thousands), so on iterations of
+a few milliseconds updating after each would cost more than most imbalances, and would chase
+each one's noise. A pool of iterations at the same shares is one observation, their mean
+times, once the slowest rank has computed `pool_s` seconds in it.
 """
 
+import math
 import warnings
 
 import numpy as np
 
 from dynalloc.core.shares import equal_shares, proportional_shares, share_bounds
+
+POOL_S = 0.02  # seconds of the slowest rank's compute that one update observes, at least
 
 
 class Policy:
@@ -26,13 +35,20 @@ class Policy:
 
     name = ""
 
-    def __init__(self, ranks, global_batch, min_share=1, max_share=None):
+    def __init__(self, ranks, global_batch, min_share=1, max_share=None, pool_s=POOL_S):
         # Checked once: the policy splits after every iteration.
         self.bounds = share_bounds(ranks, global_batch, min_share, max_share)
+        if not (isinstance(pool_s, int | float) and not isinstance(pool_s, bool)
+                and math.isfinite(pool_s) and pool_s >= 0):  # fmt: skip
+            raise ValueError(f"pool_s must be a number of seconds >= 0, got {pool_s!r}")
         self.ranks, self.global_batch = ranks, global_batch
         self.min_share, self.max_share = min_share, max_share
         self.shares = self.initial_shares()
         self._warned = False
+        self.pool_s = pool_s
+        self.updates = 0  # observations the policy has seen, pooled ones as one
+        self.pool = None  # [shares, summed seconds per rank, iterations] not yet observed
+        self.epoch_next = None  # the epoch of the iteration under way (the last update's)
 
     def initial_shares(self):
         return equal_shares(self.ranks, self.global_batch, self.min_share, self.max_share)
@@ -60,8 +76,29 @@ class Policy:
                 )
                 self._warned = True
             return self.shares.copy()
-        self.shares = np.asarray(self._next(shares, seconds, iteration, epoch), dtype=np.int64)
+        pool = self.pool
+        if pool is not None and not (shares == pool[0]).all():  # an epoch's smaller last batch
+            self._observe(pool[0], pool[1] / pool[2], iteration - 1, self.epoch_next)
+            pool = None
+        if pool is None:
+            pool = [shares.copy(), seconds.copy(), 1]
+        else:
+            pool[1] += seconds
+            pool[2] += 1
+        ends_epoch = epoch != self.epoch_next
+        self.epoch_next = epoch
+        # The first iteration goes alone: it is the framework's warm-up, which adaptive judges.
+        if self.updates and not ends_epoch and max(pool[1].tolist()) < self.pool_s:
+            self.pool = pool
+        else:
+            self.pool = None
+            self._observe(pool[0], pool[1] / pool[2], iteration, epoch)
         return self.shares.copy()
+
+    def _observe(self, shares, seconds, iteration, epoch):
+        """One observation (one iteration's times, or a pool's mean) for `_next`."""
+        self.updates += 1
+        self.shares = np.asarray(self._next(shares, seconds, iteration, epoch), dtype=np.int64)
 
     def warm(self, intercepts, slopes, noise=None):
         """Start from each rank's known cost `intercepts[r] + slopes[r] * b` (a warm start);
