@@ -188,7 +188,7 @@ class Allocation:
         all rounded alike to the gradients' dtype, so the slowest rank's is exactly 0."""
         busy_all, balanced, losses = gathered[:, 0], gathered[:, 1], gathered[:, 2]
         self.stopping = bool(gathered[:, 3].any())
-        batch_loss = float(np.dot(losses, step.shares) / np.sum(step.shares))
+        batch_loss = float(np.dot(losses, step.shares) / step.size)
         if not np.isfinite(batch_loss):
             raise SharedError(
                 f"the loss became {batch_loss} at iteration {self.iteration} "
@@ -247,6 +247,7 @@ class Step:
     def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
         self.owner, self.epoch, self.batch, self.shares = owner, epoch, batch, shares
         self.indices, self.next_epoch = indices, next_epoch
+        self.size = int(np.sum(shares))  # samples in this global batch: B, or an epoch's last
         self.iteration = owner.iteration
         self.compute_s = float("nan")
         self.data_s = 0.0  # seconds spent getting this share's samples, if the loop measures it

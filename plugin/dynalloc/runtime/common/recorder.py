@@ -197,13 +197,14 @@ class Recorder:
             yield step
             if step.loss is None:
                 raise DynallocError(f"step {step.iteration} was not finished: call step.finish")
-            size = int(np.sum(step.shares))
             losses.append(step.loss)
-            sizes.append(size)
+            sizes.append(step.size)
             done = self.dyn.iteration
             self.stall.beat(done)
             if self.books:
-                self.books.progress.update(step.iteration, epoch, size, self.dyn.shares, step.loss)
+                self.books.progress.update(
+                    step.iteration, epoch, step.size, self.dyn.shares, step.loss
+                )
             last = step.batch == last_batch or done >= total
             if self.dyn.stopping or (every and done % every == 0 and not last):
                 spent = elapsed + time.perf_counter() - began

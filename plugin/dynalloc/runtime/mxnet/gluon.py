@@ -85,7 +85,8 @@ class Step(allocation.Step):
                 "losses `loss_fn(net(x), y)` themselves, without .mean() or .sum()"
             )
         self.time_if_untimed()
-        self.loss = self.owner._finish(self, float(loss.mean().asscalar()))
+        # Read back and averaged by numpy: an MXNet mean op costs 12 us more an iteration.
+        self.loss = self.owner._finish(self, float(loss.asnumpy().mean(dtype=np.float64)))
         return self.loss
 
 
@@ -200,6 +201,6 @@ class DynamicBatch(Allocation):
         fold(self.tail, self.rank, self.own_values(step, loss))
         sync_s = self.exchange.allreduce()
         gathered = self.tail.reshape(self.ranks, len(RANK_VALUES)).astype(np.float64)
-        self._step(int(np.sum(step.shares)))
+        self._step(step.size)
         mx.nd.waitall()
         return self.settle(step, sync_s, gathered)

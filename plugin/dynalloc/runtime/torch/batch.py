@@ -42,7 +42,7 @@ class Step(allocation.Step):
 
     def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
         super().__init__(owner, epoch, batch, shares, indices, next_epoch)
-        owner.weigh(self.share / int(np.sum(shares)))
+        owner.weigh(self.share / self.size)
         owner.current = self
         self.backward_loss = float("nan")  # the loss step.backward(loss) took, if it did
         if owner.ddp:  # timed from here where the loop times no compute()
