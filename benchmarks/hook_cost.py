@@ -22,6 +22,7 @@ from dynalloc.runtime.common.placement import pin_to_core
 pin_to_core(launcher_rank())  # before torch starts its threads
 
 import torch  # noqa: E402
+from dynalloc.runtime.common.allocation import RANK_VALUES  # noqa: E402
 from dynalloc.runtime.torch import init_process_group  # noqa: E402
 from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook  # noqa: E402
 from overhead_torch import SIZES, data, model  # noqa: E402
@@ -39,7 +40,7 @@ def backward_times(run, size, rank, ranks, iterations):
     if run == RUNS[1]:
         ddp.register_comm_hook(None, default_hooks.allreduce_hook)
     elif run in RUNS[2:]:
-        values = (lambda ready: [0.0, 0.0, 0.0, 0.0]) if run == RUNS[3] else None
+        values = (lambda ready: [0.0] * len(RANK_VALUES)) if run == RUNS[3] else None
         state = ShareWeight(values=values)
         state.weight = 1.0 / ranks  # equal shares: DDP's own average
         ddp.register_comm_hook(state, share_weighted_hook)
