@@ -38,6 +38,20 @@ def test_any_ranks_and_shares_train_the_model_of_one_rank(one_rank, tmp_path, ra
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])
+def test_step_backward_weights_the_loss_and_trains_the_model_of_one_rank(one_rank, tmp_path,
+                                                                         ddp):  # fmt: skip
+    """`step.backward(loss)` backpropagates the loss times the rank's weight, and the exchange
+    then weights nothing again: the same model as one rank's, at moving shares."""
+    out = tmp_path / "run"
+    result = torchrun(2, "loop.py", out, *SLOW, "--step-backward", *(["--ddp"] if ddp else []))
+    assert result.returncode == 0, result.stderr
+    shares = np.load(f"{out}.shares.npy")
+    assert len(set(shares.tolist())) > 1, "the shares never moved: nothing was tested"
+    worst = np.abs(np.load(f"{out}.params.npy") - one_rank).max()
+    assert worst < 1e-5, f"max |difference| {worst:.2e}, shares {shares.tolist()}"
+
+
+@pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])
 def test_a_probe_starts_balanced_and_trains_the_model_of_one_rank(one_rank, tmp_path, ddp):
     out = tmp_path / "run"
     result = torchrun(2, "loop.py", out, *SLOW, "--probe", *(["--ddp"] if ddp else []))

@@ -119,6 +119,7 @@ def share_weighted_hook(state, bucket):
             joined, head = state.join(tensor)
             work = state.process_group.allreduce([joined])
             return work.get_future().then(lambda _: head)
-    tensor.mul_(state.weight)
+    if state.weight != 1.0:  # 1: weighted in the backward pass (`Step.backward`), or 1 rank
+        tensor.mul_(state.weight)
     work = state.process_group.allreduce([tensor])
     return work.get_future().then(lambda future: future.value()[0])
