@@ -10,6 +10,7 @@ so that either environment imports it.
 
 import contextlib
 import math
+import operator
 import time
 from collections.abc import Mapping
 
@@ -186,10 +187,12 @@ class Allocation:
         number on every rank). What the policy balances is each rank's busy time, or its reads
         where they take longer (`Step.timings`). The wait is taken from the gathered busy times,
         all rounded alike to the gradients' dtype, so the slowest rank's is exactly 0."""
-        busy_all, balanced, losses = gathered[:, 0], gathered[:, 1], gathered[:, 2]
-        self.stopping = bool(gathered[:, 3].any())
-        batch_loss = float(np.dot(losses, step.shares) / step.size)
-        if not np.isfinite(batch_loss):
+        # As Python floats: on a few ranks each numpy call costs more than its arithmetic, and
+        # after a backward pass has evicted the caches, several times more (in-loop timing).
+        busy_all, _, losses, stops = gathered.T.tolist()
+        self.stopping = any(stops)
+        batch_loss = sum(map(operator.mul, losses, step.shares.tolist())) / step.size
+        if not math.isfinite(batch_loss):
             raise SharedError(
                 f"the loss became {batch_loss} at iteration {self.iteration} "
                 f"(epoch {step.epoch}); lower the learning rate"
@@ -202,9 +205,9 @@ class Allocation:
                 batch_size=int(step.shares[self.rank]),
                 compute_s=step.compute_s,
                 sync_s=sync_s,
-                wait_s=float(busy_all.max() - busy_all[self.rank]),
+                wait_s=max(busy_all) - busy_all[self.rank],
                 iteration_s=time.perf_counter() - step.started,
-                loss=float(losses[self.rank]),
+                loss=losses[self.rank],
                 slowdown=step.slowdown,
                 policy=self.policy.name,
                 data_s=step.data_s,
@@ -213,7 +216,7 @@ class Allocation:
             )
         )
         self.iteration += 1
-        self.policy.update(step.shares, balanced, self.iteration, step.next_epoch)
+        self.policy.update(step.shares, gathered[:, 1], self.iteration, step.next_epoch)
         return batch_loss
 
     def wait_for_device(self):

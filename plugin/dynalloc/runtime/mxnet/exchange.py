@@ -42,22 +42,19 @@ class GradientExchange:
             for flat, t in zip(self.tensors, tensors, strict=True)
         ):
             raise ValueError("gradient tensors must be contiguous")
-        self.large = [t for t in self.tensors if t.size >= IN_PLACE_VALUES]
-        self.small = [t for t in self.tensors if t.size < IN_PLACE_VALUES]
+        # A lone tensor goes in place whatever its size: there is nothing to pack it with.
+        in_place = IN_PLACE_VALUES if len(self.tensors) > 1 else 0
+        self.large = [t for t in self.tensors if t.size >= in_place]
+        self.small = [t for t in self.tensors if t.size < in_place]
         self.offsets = np.cumsum([0] + [t.size for t in self.small])
         self.buffer = np.empty(int(self.offsets[-1]), dtype=np.float32)
+        # What each collective runs over: the large tensors, then the buffer of the small.
+        self.parts = [*self.large, self.buffer] if self.buffer.size else self.large
         self.timing = np.empty(0)
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         if sleep_while_waiting is None:
             sleep_while_waiting = self.size > 1 and ranks_share_cores(self.comm)
         self.sleep_while_waiting = sleep_while_waiting
-
-    @property
-    def rank(self):
-        return self.comm.Get_rank()
-
-    @property
-    def size(self):
-        return self.comm.Get_size()
 
     def _pack(self, weight):
         for tensor, start, stop in zip(self.small, self.offsets, self.offsets[1:], strict=False):
@@ -67,24 +64,22 @@ class GradientExchange:
         for tensor, start, stop in zip(self.small, self.offsets, self.offsets[1:], strict=False):
             tensor[:] = self.buffer[start:stop]
 
-    def _parts(self):
-        """What each collective runs over: the large tensors, then the buffer of the small."""
-        return [*self.large, self.buffer] if self.buffer.size else self.large
-
     def allreduce(self, weight=1.0):
         """Replace every tensor by the sum over ranks of `weight_r * tensor_r`; returns seconds.
         A weight of 1 costs no pass over the large tensors."""
         started = time.perf_counter()
-        self._pack(weight)
+        if self.small:
+            self._pack(weight)
         if weight != 1.0:
             for tensor in self.large:
                 np.multiply(tensor, weight, out=tensor)
         if self.size > 1:
             if self.sleep_while_waiting:
                 self._arrive()
-            for part in self._parts():
+            for part in self.parts:
                 self.comm.Allreduce(MPI.IN_PLACE, part, op=MPI.SUM)
-        self._unpack()
+        if self.small:
+            self._unpack()
         return time.perf_counter() - started
 
     def _arrive(self):
@@ -100,7 +95,7 @@ class GradientExchange:
         """Make every rank's tensors equal to `root`'s (the same starting parameters)."""
         if self.size > 1:
             self._pack(1.0)
-            for part in self._parts():
+            for part in self.parts:
                 self.comm.Bcast(part, root=root)
             self._unpack()
 
