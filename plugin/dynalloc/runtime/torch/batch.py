@@ -91,12 +91,11 @@ class Step(allocation.Step):
         bucket with this rank's times. After a `loss.backward()` of the loop's own, the ranks'
         losses need an all-reduce of their own once the backward pass is over (overlapped with
         the optimizer's step; about a millisecond an iteration on a CPU). The backward pass is
-        the loss's times the rank's weight: its gradients come out weighted, with no pass of
-        their own over them (bench-overhead's largest model: one pass cost 0.6-1.1 ms)."""
+        the loss's times the rank's weight `b_r / B`: its gradients come out weighted, with no
+        pass of their own over them (about 0.6 ms on bench-overhead's largest model)."""
         self.backward_loss = mean_loss(loss, "backward")
-        weight = self.owner.weight
         self.owner.weigh(1.0)  # the gradients are weighted already
-        (loss * weight).backward()
+        (loss * (self.share / self.size)).backward()
 
 
 def mean_loss(loss, call):
