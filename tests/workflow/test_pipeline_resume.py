@@ -24,7 +24,9 @@ OVERRIDE = {
 def test_killed_pipeline_reruns_to_completion_from_the_checkpoint(tmp_path):
     results = tmp_path / "results"
     train_dir = results / "runs" / "digits-mlp-adaptive-slowdown-1-3-r2-s0" / "train"
-    job = start_snakemake(results=results, override=OVERRIDE)
+    log = tmp_path / "snakemake.log"
+    with open(log, "w") as output:
+        job = start_snakemake(results=results, override=OVERRIDE, output=output)
     try:
         wait_for(
             lambda: (
@@ -35,8 +37,13 @@ def test_killed_pipeline_reruns_to_completion_from_the_checkpoint(tmp_path):
             what="a checkpoint of the training job",
         )
     finally:  # the whole session at once, as when a node or a login shell dies
-        os.killpg(job.pid, signal.SIGKILL)
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
         job.wait()
+    assert job.returncode == -signal.SIGKILL, (
+        f"snakemake ended by itself (exit {job.returncode}) before the kill: "
+        f"{log.read_text()[-3000:]}"
+    )
     assert not (train_dir / "metrics.json").exists(), "the run finished before the kill"
     assert snakemake("--unlock", results=results, override=OVERRIDE).returncode == 0
     rerun = snakemake("--rerun-incomplete", results=results, override=OVERRIDE)
