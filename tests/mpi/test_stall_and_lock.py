@@ -7,13 +7,15 @@ import os
 import signal
 import socket
 import time
+from pathlib import Path
 
 import pytest
 from dynalloc.runtime.common.peerwatch import alive
-from helpers import dynalloc, rank_pids, start_dynalloc, wait_for
+from helpers import dynalloc, mpi_python, rank_pids, start_dynalloc, wait_for
 from test_resume import assert_logged_once, checkpointed, write_config
 
 pytestmark = pytest.mark.mpi
+STALL_RACE = Path(__file__).with_name("stall_race.py")
 
 
 def test_a_stopped_rank_ends_the_job_naming_it_and_the_rerun_resumes(digits, tmp_path):
@@ -85,3 +87,15 @@ def test_a_second_training_on_the_directory_is_refused_at_once_touching_nothing(
     _, stderr = first.communicate(timeout=120)
     assert first.returncode == 0, stderr
     assert_logged_once(out, 2)
+
+
+def test_the_lowest_rank_writes_the_line_though_a_peer_stalled_first():
+    began = time.monotonic()
+    job = mpi_python(3, STALL_RACE, timeout=60)
+    ended = time.monotonic() - began
+    assert job.returncode in (69, 9), job.stderr
+    lines = [line for line in job.stderr.splitlines() if "stopped answering" in line]
+    assert len(lines) == 1, job.stderr
+    assert lines[0].startswith("dynalloc train: error: rank 0: ") and "rank 1 (pid" in lines[0]
+    assert "(stall bound 1.0 s)" in lines[0]  # the bound that passed, on rank 2
+    assert ended < 15  # rank 0's own bound never passed

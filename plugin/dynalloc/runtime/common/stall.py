@@ -16,14 +16,18 @@ whole bound would only delay the end.
 
 On a stall each rank's thread sends every other rank a datagram with the number of iterations it
 completed, and answers theirs, for ANSWER_S; the lowest rank that hears from any (or is alone)
-prints one line naming the silent ranks. Then every rank ends with EXIT_STALLED. The datagrams
-are UDP, not MPI: a rank blocked in a collective can hold MPICH's lock for good (seen with
-libfabric once a peer had died), and then no other thread of it gets an MPI call through. Each
-rank sends to every IPv4 address of the peer's host (gathered at the start), since which of them
-the peer can be reached at is not known; a job's datagrams carry its token, so no other job's
-count. None writes a checkpoint: that takes every rank's state, and MPI offers no way out of a
-blocked collective; the rerun resumes from the last checkpoint (`checkpoint.every` bounds what
-is lost).
+prints one line naming the silent ranks, tells the others it did, and every rank ends with
+EXIT_STALLED. A rank that hears a peer stall stalls at once: each rank measures its own bound
+(rank 0, which writes the checkpoints, has the longest intervals), and the launcher ends the
+whole job as the first rank exits, so a lowest rank whose own bound had not yet passed would
+never print its line (seen in CI). The others wait for its word, at most ANSWER_S, to exit.
+The datagrams are UDP, not MPI: a rank blocked in a collective can hold MPICH's lock for good
+(seen with libfabric once a peer had died), and then no other thread of it gets an MPI call
+through. Each rank sends to every IPv4 address of the peer's host (gathered at the start), since
+which of them the peer can be reached at is not known; a job's datagrams carry its token, so no
+other job's count. None writes a checkpoint: that takes every rank's state, and MPI offers no
+way out of a blocked collective; the rerun resumes from the last checkpoint (`checkpoint.every`
+bounds what is lost).
 """
 
 import contextlib
@@ -41,7 +45,9 @@ FACTOR = 10  # the bound over the longest interval between two signs of progress
 STOP_FACTOR, STOP_FLOOR_S = 3, 5.0  # the bound once a stop was requested
 ANSWER_S = 2.0  # how long a stalled rank listens for the others
 POLL_S = 0.2  # how often the thread looks at the clock
-MESSAGE = struct.Struct("!c16sIq")  # kind (b"S" stalled, b"H" here), token, rank, iterations
+# kind (b"S" stalled, b"H" here, b"D" the line is written), token, rank, iterations, the bound
+# that passed (S only)
+MESSAGE = struct.Struct("!c16sIqd")
 SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
 
 
@@ -99,6 +105,8 @@ class StallWatch:
             if rank != self.rank
         }
         self.heard = {}  # rank -> iterations completed, of the peers heard from (after a stall)
+        self.peer_bound = None  # the stall bound that passed on the first peer heard to stall
+        self.written = False  # the lowest rank answering wrote the line
         self.thread = threading.Thread(target=self._watch, name="stall-watch", daemon=True)
         self.thread.start()
 
@@ -125,7 +133,7 @@ class StallWatch:
         """Stop watching: the run ended, or fails in a way that ends it anyway."""
         self.closed.set()
         if self.thread is not None:
-            self.thread.join(ANSWER_S + 1.0)
+            self.thread.join(2 * ANSWER_S + 1.0)
             self.socket.close()
 
     def _watch(self):
@@ -134,14 +142,16 @@ class StallWatch:
             now, last, asked = time.monotonic(), self.last, self.stop_time()
             stopping = asked is not None and last is not None and asked >= last
             bound = stall_bound(self.timeout, self.longest, stopping)
-            if self.armed and bound is not None and now - last > bound:
+            if self.peer_bound is not None:  # the job ends: whatever this rank was doing
+                self._stalled(now - (last or now), self.peer_bound)
+            elif self.armed and bound is not None and now - last > bound:
                 self._stalled(now - last, bound)
 
     def _receive(self):
         """Take one datagram of this job, answering a peer that stalled."""
         try:
             data, sender = self.socket.recvfrom(MESSAGE.size)
-            kind, token, rank, iterations = MESSAGE.unpack(data)
+            kind, token, rank, iterations, bound = MESSAGE.unpack(data)
         except (TimeoutError, OSError, struct.error):
             return
         if token != self.token or rank not in self.peers:
@@ -149,16 +159,20 @@ class StallWatch:
         self.heard[rank] = iterations
         if kind == b"S":
             self._send(b"H", [sender])
+            if self.peer_bound is None:
+                self.peer_bound = bound
+        elif kind == b"D":
+            self.written = True
 
-    def _send(self, kind, addresses):
-        data = MESSAGE.pack(kind, self.token, self.rank, self.iterations)
+    def _send(self, kind, addresses, bound=0.0):
+        data = MESSAGE.pack(kind, self.token, self.rank, self.iterations, bound)
         for address in addresses:
             with contextlib.suppress(OSError):  # an address this host cannot reach
                 self.socket.sendto(data, address)
 
     def _stalled(self, waited, bound):
         for addresses in self.peers.values():
-            self._send(b"S", addresses)
+            self._send(b"S", addresses, bound)
         deadline = time.monotonic() + ANSWER_S
         while time.monotonic() < deadline and len(self.heard) < len(self.peers):
             self._receive()
@@ -166,6 +180,12 @@ class StallWatch:
         if self.rank == min([self.rank, *heard]):
             sys.stderr.write(self.describe(waited, bound, heard) + "\n")
             sys.stderr.flush()
+            for rank in heard:
+                self._send(b"D", self.peers[rank])
+        else:  # the lowest rank answering writes the line: exiting first could end it unwritten
+            deadline = time.monotonic() + ANSWER_S
+            while time.monotonic() < deadline and not self.written:
+                self._receive()
         if not self.closed.is_set():  # the run did not end meanwhile
             self.on_stall()
             os._exit(EXIT_STALLED)
