@@ -5,8 +5,9 @@ a. Simulated, on a measured heterogeneous 4-GPU profile (config/clusters/lbb-4gp
    iterations, ten noise seeds: each policy's whole run, its first iteration included, against
    the exact integer optimum driven through the same noise (`core.simulate.Optimum`); `adaptive`
    cold, warm from the cluster file (tangents at the exact split), and warm from a probe (each
-   rank timed as `Allocation.probe` times it, its cost added to the run: the slowest rank's
-   pass, twice; the simulator has no framework warm-up, whose pass the real probe also makes).
+   rank timed as `Allocation.probe` times it, short passes again, its cost added to the run:
+   the slowest rank's passes at each of the two shares; the simulator has no framework warm-up,
+   whose pass the real probe also makes).
 b. Real, on this machine: `make run`'s adaptive run (LeNet, mnist5k, 2 ranks, rank 1 three times
    slower, B = 512, 4 epochs) trained cold, then again warm-started from the cold run's
    directory, then with a probe: each run's first iteration against its steady iterations (the
@@ -27,7 +28,13 @@ import yaml
 from dynalloc.core.cluster_file import parse_cluster
 from dynalloc.core.policies import make_policy
 from dynalloc.core.simulate import Optimum, project
-from dynalloc.core.warm import cluster_costs, first_probe, probe_costs, second_probe
+from dynalloc.core.warm import (
+    cluster_costs,
+    fastest_pass,
+    first_probe,
+    probe_costs,
+    second_probe,
+)
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parents[1]
@@ -63,16 +70,27 @@ def variants(cluster, seed):
     sigma = cluster.per_rank([np.sqrt(np.log1p(g.noise**2)) for g in cluster.groups])
     factors = cluster.per_rank(cluster.factors(0))
 
-    def timed(shares):  # each rank's pass, as Allocation.probe times it
-        noise = np.exp(sigma * rng.standard_normal(ranks) - sigma**2 / 2)
-        return cluster.seconds(np.asarray(shares)) * factors * noise
+    def timed(shares):
+        """Each rank's seconds at `shares` as Allocation.probe times them (noisy passes, the
+        fastest kept), and the slowest rank's time in its passes: the ranks gather after each."""
+        found, spent = [], []
+        for rank, seconds in enumerate(cluster.seconds(np.asarray(shares)) * factors):
+            passes = []
+
+            def one_pass(seconds=seconds, sigma=sigma[rank], passes=passes):
+                passes.append(seconds * np.exp(sigma * rng.standard_normal() - sigma**2 / 2))
+                return passes[-1]
+
+            found.append(fastest_pass(one_pass))
+            spent.append(sum(passes))
+        return np.array(found), max(spent)
 
     first = first_probe(batch, ranks)
-    first_s = timed(np.full(ranks, first))
+    first_s, first_cost = timed(np.full(ranks, first))
     second = second_probe(first, first_s, batch, probed.bounds)
-    second_s = timed(second)
+    second_s, second_cost = timed(second)
     probed.warm(*probe_costs(first, second, first_s, second_s))
-    out["adaptive, warm from a probe"] = (probed, float(first_s.max() + second_s.max()))
+    out["adaptive, warm from a probe"] = (probed, float(first_cost + second_cost))
     return out
 
 

@@ -8,7 +8,8 @@
   an eighth of the equal one, the same for every rank; the second, each rank's share of a split
   proportional to the speeds the first showed, so that each line is measured where its rank's
   share will be, and no slow rank is timed on a share it would never get (at half the equal
-  share, LBB's slowest GPU took 567 ms where the optimum's iteration takes 180).
+  share, LBB's slowest GPU took 567 ms where the optimum's iteration takes 180). A short pass
+  is timed again, the fastest kept (`fastest_pass`).
 """
 
 import numpy as np
@@ -17,6 +18,7 @@ from dynalloc.core.shares import proportional_shares
 from dynalloc.core.simulate import Optimum
 
 SMALLEST_SLOPE = 1e-9  # seconds a sample: a flat measured cost is still taken as rising
+PROBE_SHORT_S, PROBE_REPEATS = 0.05, 5  # a probe's passes under this sum are timed again
 
 
 def tangents(costs, shares):
@@ -52,6 +54,17 @@ def second_probe(first, seconds, global_batch, bounds):
     first probe showed (`first` samples in `seconds[r]`), moved off `first` by one at least."""
     second = proportional_shares(first / np.asarray(seconds, float), global_batch, bounds=bounds)
     return np.where(second == first, first + 1, second)
+
+
+def fastest_pass(time_pass):
+    """A rank's seconds at one probe share: the fastest of up to PROBE_REPEATS calls of
+    `time_pass()` (the seconds of one timed pass) while they add up to under PROBE_SHORT_S.
+    One deschedule by the OS outweighs a pass of a few ms (a loaded CI machine once probed a
+    rank three times slower as fast as the other), and such noise only ever adds."""
+    times = []
+    while len(times) < PROBE_REPEATS and sum(times) < PROBE_SHORT_S:
+        times.append(time_pass())
+    return min(times)
 
 
 def probe_costs(first, second, seconds_first, seconds_second):

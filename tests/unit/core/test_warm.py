@@ -9,7 +9,10 @@ from dynalloc.core.policies import make_policy
 from dynalloc.core.shares import minmax_shares, share_bounds
 from dynalloc.core.simulate import Optimum, project, simulate
 from dynalloc.core.warm import (
+    PROBE_REPEATS,
+    PROBE_SHORT_S,
     cluster_costs,
+    fastest_pass,
     first_probe,
     probe_costs,
     second_probe,
@@ -92,6 +95,22 @@ def test_a_probe_gives_the_line_through_its_two_points():
     assert a.tolist() == pytest.approx([0.02 - 16 * 0.03 / 48, 0.2 - 16 * 0.1 / 8])
     with pytest.raises(ValueError, match="two different shares"):
         probe_costs(16, [16], [0.1], [0.2])
+
+
+@pytest.mark.parametrize(
+    ("passes", "timed", "seconds"),
+    [
+        ([0.004, 0.012, 0.003, 0.004, 0.005, 0.001], 5, 0.003),  # short: five, the fastest
+        ([0.030, 0.020, 0.010], 2, 0.020),  # until they add up to PROBE_SHORT_S
+        ([0.200, 0.001], 1, 0.200),  # a long pass is timed once
+    ],
+)
+def test_a_short_probe_pass_is_timed_again_and_the_fastest_kept(passes, timed, seconds):
+    assert (PROBE_SHORT_S, PROBE_REPEATS) == (0.05, 5)
+    calls = iter(passes)
+    taken = []
+    assert fastest_pass(lambda: taken.append(next(calls)) or taken[-1]) == seconds
+    assert len(taken) == timed
 
 
 def test_the_second_probe_is_where_the_first_puts_each_ranks_share():

@@ -20,7 +20,7 @@ from dynalloc.core.partition import GlobalBatchSampler
 from dynalloc.core.policies import make_policy
 from dynalloc.core.policy import Policy
 from dynalloc.core.shares import batchnorm_floor
-from dynalloc.core.warm import first_probe, probe_costs, second_probe
+from dynalloc.core.warm import fastest_pass, first_probe, probe_costs, second_probe
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.experiment.warm_spec import PROBE, check_warm_start
 from dynalloc.experiment.warm_start import warm_costs
@@ -113,11 +113,12 @@ class Allocation:
         """Warm-start the policy (`policy.warm_start: probe`): time `forward_backward(n)`, a
         forward and backward pass of `n` of this rank's samples, on every rank at two shares
         (`core.warm.first_probe`, `second_probe`: the second where the speeds the first showed
-        put the rank's share), and start from the line through those two points. A first
-        untimed pass is the framework's warm-up, which the first iteration would pay otherwise.
-        The gradients are discarded and the non-trainable state (BatchNorm's statistics)
-        restored, so the training is the same; random draws the passes make (dropout) are the
-        framework's to reseed. Returns its seconds (`probe_s`)."""
+        put the rank's share; a short pass is timed again, `core.warm.fastest_pass`), and start
+        from the line through those two points. A first untimed pass is the framework's
+        warm-up, which the first iteration would pay otherwise. The gradients are discarded
+        and the non-trainable state (BatchNorm's statistics) restored, so the training is the
+        same; random draws the passes make (dropout) are the framework's to reseed. Returns its
+        seconds (`probe_s`)."""
         if not self.probing or self.iteration:
             raise DynallocError(
                 "probe() is for a run whose policy.warm_start is probe, before its first iteration"
@@ -138,9 +139,13 @@ class Allocation:
 
     def _timed(self, forward_backward, n):
         factor = 1.0 if self.slowdown is None else float(self.slowdown(0))
-        with ComputeTimer(factor, self.wait_for_device) as timer:
-            forward_backward(n)
-        return timer.seconds
+
+        def once():
+            with ComputeTimer(factor, self.wait_for_device) as timer:
+                forward_backward(n)
+            return timer.seconds
+
+        return fastest_pass(once)
 
     def epoch(self, epoch, start=0, loader=None):
         """The steps of one epoch from its global batch `start` (a resumed run starts mid-epoch);
