@@ -4,6 +4,7 @@ once and touches nothing."""
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import time
@@ -90,12 +91,10 @@ def test_a_second_training_on_the_directory_is_refused_at_once_touching_nothing(
 
 
 def test_the_lowest_rank_writes_the_line_though_a_peer_stalled_first():
-    began = time.monotonic()
     job = mpi_python(3, STALL_RACE, timeout=60)
-    ended = time.monotonic() - began
     assert job.returncode in (69, 9), job.stderr
     lines = [line for line in job.stderr.splitlines() if "stopped answering" in line]
     assert len(lines) == 1, job.stderr
     assert lines[0].startswith("dynalloc train: error: rank 0: ") and "rank 1 (pid" in lines[0]
-    assert "(stall bound 1.0 s)" in lines[0]  # the bound that passed, on rank 2
-    assert ended < 15  # rank 0's own bound never passed
+    bound = float(re.search(r"\(stall bound ([0-9.]+) s\)", lines[0]).group(1))
+    assert bound < 5  # the bound that passed, on rank 2, not rank 0's own 15 s
