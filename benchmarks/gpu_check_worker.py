@@ -108,9 +108,10 @@ def train_step(ctx, model, step, x, y, marks=None):
 
 def exact(ctx, ddp):
     samples, batch, iterations = ctx.size["exact"]
+    # In float64: in float32 a ReLU or a pooling's max flips now and then on the last bit of a
+    # sum whose order the shares set, and one flip moved a parameter by ~1e-4 (seen).
     x, y = data(ctx, samples)
-    x = x.double()  # in float32 a ReLU or a pooling's max flips now and then on an addition
-    # order's last bit (the shares change the order), and one flip differs by ~1e-4 (seen)
+    x = x.double()
     slowdown = SLOW if ctx.rank == 1 else 1.0
     dyn = dynamic(ctx, lenet(ctx, ddp, torch.float64), samples, batch, slowdown=slowdown)
     losses = []
