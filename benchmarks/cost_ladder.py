@@ -1,0 +1,150 @@
+"""Under torchrun: what each piece of `DynamicBatch` adds to a DDP iteration, against plain DDP
+in the same rounds. bench-overhead compares whole runs, whose ratios drift between invocations
+by more than the gaps it looks for; here every round runs a block of iterations of each variant
+right after one of plain DDP, each on its own model kept from round to round, and a variant's
+figure is the median over rounds of plain's block time over its own (1.00: no cost), with the
+spread of those ratios. The ladder adds one piece at a time:
+
+- `plain DDP again`: a second plain model (the noise of the measurement itself);
+- `Python hook`: PyTorch's own `default_hooks.allreduce_hook` (DDP's path for any hook in Python);
+- `dynalloc's hook`: the share-weighted hook with the ranks' values in its last bucket, at the
+  weight 1 that `step.backward(loss)` leaves it;
+- `weighted loss`: plain DDP's loop taking numpy indices and backing the loss weighted as
+  `step.backward` weights it (the share times the ranks over the batch: DDP averages);
+- `DynamicBatch static`, `DynamicBatch adaptive`: the whole step (`step.backward`,
+  `step.finish`), equal shares, then the policy's.
+
+Equal ranks, bench-overhead's MLPs (`overhead_torch.SIZES`). Rank 0 prints one line a variant.
+
+    OMP_NUM_THREADS=1 .venv-torch/bin/torchrun --standalone --nproc-per-node=2 \\
+        benchmarks/cost_ladder.py [--size "10 ms"] [--rounds 30] [--block 20]
+"""
+
+import argparse
+import statistics
+import time
+
+from dynalloc.launcher import launcher_rank
+from dynalloc.runtime.common.placement import pin_to_core
+
+pin_to_core(launcher_rank())  # before torch starts its threads
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from dynalloc.runtime.common.allocation import RANK_VALUES  # noqa: E402
+from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
+from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook  # noqa: E402
+from overhead_torch import SIZES, data, model  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
+
+
+class Loop:
+    """A DDP model and optimizer with its own draw of the samples, run a block at a time."""
+
+    def __init__(self, size, rank, ranks, samples, hook=None):
+        features, width, layers, self.batch = SIZES[size]
+        self.ddp = model(features, width, layers)
+        if hook is not None:
+            self.ddp.register_comm_hook(*hook)
+        self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=1e-3)
+        self.x, self.y = data(features, samples)
+        self.order = torch.randperm(samples, generator=torch.Generator().manual_seed(0))
+        self.share, self.rank, self.k = self.batch // ranks, rank, 0
+
+    def mine(self):
+        """This rank's share of the next global batch (from the first again after the last:
+        plain DDP runs a block beside each variant's)."""
+        start = self.k % (len(self.order) // self.batch) * self.batch + self.rank * self.share
+        self.k += 1
+        return self.order[start : start + self.share]
+
+    def block(self, iterations):
+        for _ in range(iterations):
+            mine = self.mine()
+            self.optimizer.zero_grad()
+            nn.functional.mse_loss(self.ddp(self.x[mine]), self.y[mine]).backward()
+            self.optimizer.step()
+
+
+class WeightedLoss(Loop):
+    """Plain DDP's loop with numpy indices and the loss weighted as `step.backward` weights it."""
+
+    def __init__(self, size, rank, ranks, samples):
+        super().__init__(size, rank, ranks, samples)
+        self.order, self.scale = self.order.numpy(), self.share * ranks / self.batch
+
+    def block(self, iterations):
+        for _ in range(iterations):
+            mine = self.mine()
+            self.optimizer.zero_grad()
+            loss = nn.functional.mse_loss(self.ddp(self.x[mine]), self.y[mine])
+            float(loss.detach())
+            (loss * self.scale).backward()
+            self.optimizer.step()
+
+
+class Dynamic(Loop):
+    """The same model under `DynamicBatch` (`policy`), as bench-overhead's loop runs it."""
+
+    def __init__(self, size, rank, ranks, samples, policy):
+        super().__init__(size, rank, ranks, samples)
+        dyn = DynamicBatch(self.ddp, self.optimizer, samples, self.batch, policy=policy,
+                           pin_cores=False)  # fmt: skip
+        self.steps = dyn.epoch(0)
+
+    def block(self, iterations):
+        for _ in range(iterations):
+            step = next(self.steps)
+            loss = nn.functional.mse_loss(self.ddp(self.x[step.indices]), self.y[step.indices])
+            step.backward(loss)
+            step.finish(loss)
+
+
+def variants(size, rank, ranks, samples):
+    values = ShareWeight(values=lambda ready: [0.0] * len(RANK_VALUES))  # weight 1
+    return {
+        "plain DDP again": Loop(size, rank, ranks, samples),
+        "Python hook": Loop(size, rank, ranks, samples, (None, default_hooks.allreduce_hook)),
+        "dynalloc's hook": Loop(size, rank, ranks, samples, (values, share_weighted_hook)),
+        "weighted loss": WeightedLoss(size, rank, ranks, samples),
+        "DynamicBatch static": Dynamic(size, rank, ranks, samples, "static"),
+        "DynamicBatch adaptive": Dynamic(size, rank, ranks, samples, "adaptive"),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="10 ms", choices=list(SIZES))
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--block", type=int, default=20, help="iterations of a block")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rank, ranks = init_process_group()
+    samples = SIZES[args.size][3] * (args.rounds + 1) * args.block
+    plain = Loop(args.size, rank, ranks, samples)
+    ladder = variants(args.size, rank, ranks, samples)
+    ratios = {name: [] for name in ladder}
+    for loop in [plain, *ladder.values()]:
+        loop.block(args.block)  # warm-up, untimed
+    for round_ in range(args.rounds):
+        names = list(ladder) if round_ % 2 == 0 else list(ladder)[::-1]
+        for name in names:
+            seconds = []
+            for loop in (plain, ladder[name]) if round_ % 2 == 0 else (ladder[name], plain):
+                began = time.perf_counter()
+                loop.block(args.block)
+                seconds.append(time.perf_counter() - began)
+            if round_ % 2:
+                seconds.reverse()
+            ratios[name].append(seconds[0] / seconds[1])
+    if rank == 0:
+        print(f"{args.size}, {args.rounds} rounds of {args.block} iterations: plain DDP's time "
+              "over the variant's, median [quartiles] over rounds")  # fmt: skip
+        for name, values in ratios.items():
+            low, high = np.percentile(values, [25, 75])
+            print(f"{name:22s} {statistics.median(values):.3f} [{low:.3f}, {high:.3f}]")
+
+
+if __name__ == "__main__":
+    main()
