@@ -113,11 +113,18 @@ def variants(size, rank, ranks, samples):
     }
 
 
+def positive(text):
+    """An argument that counts something: a whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"needs a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="10 ms", choices=list(SIZES))
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--block", type=int, default=20, help="iterations of a block")
+    parser.add_argument("--rounds", type=positive, default=30)
+    parser.add_argument("--block", type=positive, default=20, help="iterations of a block")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rank, ranks = init_process_group()
@@ -130,14 +137,12 @@ def main():
     for round_ in range(args.rounds):
         names = list(ladder) if round_ % 2 == 0 else list(ladder)[::-1]
         for name in names:
-            seconds = []
-            for loop in (plain, ladder[name]) if round_ % 2 == 0 else (ladder[name], plain):
+            variant, seconds = ladder[name], {}
+            for loop in (plain, variant) if round_ % 2 == 0 else (variant, plain):
                 began = time.perf_counter()
                 loop.block(args.block)
-                seconds.append(time.perf_counter() - began)
-            if round_ % 2:
-                seconds.reverse()
-            ratios[name].append(seconds[0] / seconds[1])
+                seconds[loop] = time.perf_counter() - began
+            ratios[name].append(seconds[plain] / seconds[variant])
     if rank == 0:
         print(f"{args.size}, {args.rounds} rounds of {args.block} iterations: plain DDP's time "
               "over the variant's, median [quartiles] over rounds")  # fmt: skip
