@@ -14,10 +14,13 @@ spread of those ratios. The ladder adds one piece at a time:
 - `DynamicBatch static`, `DynamicBatch adaptive`: the whole step (`step.backward`,
   `step.finish`), equal shares, then the policy's.
 
-Equal ranks, bench-overhead's MLPs (`overhead_torch.SIZES`). Rank 0 prints one line a variant.
+Equal ranks, bench-overhead's MLPs (`overhead_torch.SIZES`). With `--slowdown F`, rank 1 is F
+times slower in every loop (bench-overhead's 1:3 is F = 3: each bucket held by
+`hook.SlowBuckets`), and the ladder keeps what has a slowed form: plain again and the whole
+step. Rank 0 prints one line a variant.
 
     OMP_NUM_THREADS=1 .venv-torch/bin/torchrun --standalone --nproc-per-node=2 \\
-        benchmarks/cost_ladder.py [--size "10 ms"] [--rounds 30] [--block 20]
+        benchmarks/cost_ladder.py [--size "10 ms"] [--rounds 30] [--block 20] [--slowdown 3]
 """
 
 import argparse
@@ -31,9 +34,10 @@ pin_to_core(launcher_rank())  # before torch starts its threads
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from ddp_plain import held_then_averaged  # noqa: E402
 from dynalloc.runtime.common.allocation import RANK_VALUES  # noqa: E402
 from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
-from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook  # noqa: E402
+from dynalloc.runtime.torch.hook import ShareWeight, SlowBuckets, share_weighted_hook  # noqa: E402
 from overhead_torch import SIZES, data, model  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
@@ -42,9 +46,13 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E
 class Loop:
     """A DDP model and optimizer with its own draw of the samples, run a block at a time."""
 
-    def __init__(self, size, rank, ranks, samples, hook=None):
+    def __init__(self, size, rank, ranks, samples, hook=None, factor=1.0):
         features, width, layers, self.batch = SIZES[size]
         self.ddp = model(features, width, layers)
+        self.slow, self.factor = None, factor
+        if factor > 1.0:  # DDP's own averaging, each bucket held as late as a slower device's
+            self.slow = SlowBuckets()
+            hook = (self.slow, held_then_averaged)
         if hook is not None:
             self.ddp.register_comm_hook(*hook)
         self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=1e-3)
@@ -63,6 +71,8 @@ class Loop:
         for _ in range(iterations):
             mine = self.mine()
             self.optimizer.zero_grad()
+            if self.slow is not None:
+                self.slow.start(self.factor)
             nn.functional.mse_loss(self.ddp(self.x[mine]), self.y[mine]).backward()
             self.optimizer.step()
 
@@ -87,10 +97,10 @@ class WeightedLoss(Loop):
 class Dynamic(Loop):
     """The same model under `DynamicBatch` (`policy`), as bench-overhead's loop runs it."""
 
-    def __init__(self, size, rank, ranks, samples, policy):
+    def __init__(self, size, rank, ranks, samples, policy, factor=1.0):
         super().__init__(size, rank, ranks, samples)
         dyn = DynamicBatch(self.ddp, self.optimizer, samples, self.batch, policy=policy,
-                           pin_cores=False)  # fmt: skip
+                           pin_cores=False, slowdown=lambda iteration: factor)  # fmt: skip
         self.steps = dyn.epoch(0)
 
     def block(self, iterations):
@@ -101,16 +111,20 @@ class Dynamic(Loop):
             step.finish(loss)
 
 
-def variants(size, rank, ranks, samples):
-    values = ShareWeight(values=lambda ready: [0.0] * len(RANK_VALUES))  # weight 1
-    return {
-        "plain DDP again": Loop(size, rank, ranks, samples),
-        "Python hook": Loop(size, rank, ranks, samples, (None, default_hooks.allreduce_hook)),
-        "dynalloc's hook": Loop(size, rank, ranks, samples, (values, share_weighted_hook)),
-        "weighted loss": WeightedLoss(size, rank, ranks, samples),
-        "DynamicBatch static": Dynamic(size, rank, ranks, samples, "static"),
-        "DynamicBatch adaptive": Dynamic(size, rank, ranks, samples, "adaptive"),
-    }
+def variants(size, rank, ranks, samples, slowdown):
+    """The ladder at 1:1; with rank 1 `slowdown` times slower, what has a slowed form."""
+    factor = slowdown if rank == 1 else 1.0
+    ladder = {"plain DDP again": Loop(size, rank, ranks, samples, factor=factor)}
+    if slowdown == 1.0:
+        values = ShareWeight(values=lambda ready: [0.0] * len(RANK_VALUES))  # weight 1
+        ladder |= {
+            "Python hook": Loop(size, rank, ranks, samples, (None, default_hooks.allreduce_hook)),
+            "dynalloc's hook": Loop(size, rank, ranks, samples, (values, share_weighted_hook)),
+            "weighted loss": WeightedLoss(size, rank, ranks, samples),
+        }
+    for policy in ("static", "adaptive"):
+        ladder[f"DynamicBatch {policy}"] = Dynamic(size, rank, ranks, samples, policy, factor)
+    return ladder
 
 
 def positive(text):
@@ -120,17 +134,29 @@ def positive(text):
     return int(text)
 
 
+def at_least_one(text):
+    """A slowdown: a number of at least 1 (1: equal ranks)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 1.0:
+        raise argparse.ArgumentTypeError(f"needs a number of at least 1, got {text!r}")
+    return value
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="10 ms", choices=list(SIZES))
     parser.add_argument("--rounds", type=positive, default=30)
     parser.add_argument("--block", type=positive, default=20, help="iterations of a block")
+    parser.add_argument("--slowdown", type=at_least_one, default=1.0, help="rank 1's")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rank, ranks = init_process_group()
     samples = SIZES[args.size][3] * (args.rounds + 1) * args.block
-    plain = Loop(args.size, rank, ranks, samples)
-    ladder = variants(args.size, rank, ranks, samples)
+    plain = Loop(args.size, rank, ranks, samples, factor=args.slowdown if rank == 1 else 1.0)
+    ladder = variants(args.size, rank, ranks, samples, args.slowdown)
     ratios = {name: [] for name in ladder}
     for loop in [plain, *ladder.values()]:
         loop.block(args.block)  # warm-up, untimed
@@ -144,8 +170,9 @@ def main():
                 seconds[loop] = time.perf_counter() - began
             ratios[name].append(seconds[plain] / seconds[variant])
     if rank == 0:
-        print(f"{args.size}, {args.rounds} rounds of {args.block} iterations: plain DDP's time "
-              "over the variant's, median [quartiles] over rounds")  # fmt: skip
+        print(f"{args.size}, rank 1 {args.slowdown:g}x slower, {args.rounds} rounds of "
+              f"{args.block} iterations: plain DDP's time over the variant's, median "
+              "[quartiles] over rounds")  # fmt: skip
         for name, values in ratios.items():
             low, high = np.percentile(values, [25, 75])
             print(f"{name:22s} {statistics.median(values):.3f} [{low:.3f}, {high:.3f}]")
