@@ -24,6 +24,7 @@ step. Rank 0 prints one line a variant.
 """
 
 import argparse
+import math
 import statistics
 import time
 
@@ -135,13 +136,14 @@ def positive(text):
 
 
 def at_least_one(text):
-    """A slowdown: a number of at least 1 (1: equal ranks)."""
+    """A slowdown: a finite number of at least 1 (1: equal ranks; infinity would hold the
+    slowed rank's buckets for ever)."""
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not value >= 1.0:
-        raise argparse.ArgumentTypeError(f"needs a number of at least 1, got {text!r}")
+    if not (math.isfinite(value) and value >= 1.0):
+        raise argparse.ArgumentTypeError(f"needs a finite number of at least 1, got {text!r}")
     return value
 
 
