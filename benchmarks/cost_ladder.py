@@ -35,10 +35,10 @@ pin_to_core(launcher_rank())  # before torch starts its threads
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from ddp_plain import held_then_averaged  # noqa: E402
+from ddp_plain import held_back  # noqa: E402
 from dynalloc.runtime.common.allocation import RANK_VALUES  # noqa: E402
 from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
-from dynalloc.runtime.torch.hook import ShareWeight, SlowBuckets, share_weighted_hook  # noqa: E402
+from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook  # noqa: E402
 from overhead_torch import SIZES, data, model  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
@@ -50,12 +50,10 @@ class Loop:
     def __init__(self, size, rank, ranks, samples, hook=None, factor=1.0):
         features, width, layers, self.batch = SIZES[size]
         self.ddp = model(features, width, layers)
-        self.slow, self.factor = None, factor
-        if factor > 1.0:  # DDP's own averaging, each bucket held as late as a slower device's
-            self.slow = SlowBuckets()
-            hook = (self.slow, held_then_averaged)
         if hook is not None:
             self.ddp.register_comm_hook(*hook)
+        self.factor = factor  # > 1: DDP's own averaging, each bucket held as a slower device's
+        self.slow = held_back(self.ddp) if factor > 1.0 else None
         self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=1e-3)
         self.x, self.y = data(features, samples)
         self.order = torch.randperm(samples, generator=torch.Generator().manual_seed(0))

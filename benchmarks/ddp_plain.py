@@ -59,8 +59,7 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     loss_fn = nn.CrossEntropyLoss()
     factor = float(dict(s.split("=") for s in args.slow).get(str(rank), "1"))
-    slow = SlowBuckets()
-    model.register_comm_hook(slow, held_then_averaged)
+    slow = held_back(model)
     samples, began = 0, time.perf_counter()
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
@@ -77,6 +76,14 @@ def main():
         figures = {"samples_per_s": samples / seconds, "seconds": seconds,
                    "test_accuracy": accuracy, "ranks": ranks, "slow": args.slow}  # fmt: skip
         args.out.write_text(json.dumps(figures) + "\n")
+
+
+def held_back(model):
+    """DDP's own averaging on `model`, each bucket held by the `SlowBuckets` returned (call its
+    `start(factor)` as each forward pass begins)."""
+    slow = SlowBuckets()
+    model.register_comm_hook(slow, held_then_averaged)
+    return slow
 
 
 def held_then_averaged(slow, bucket):

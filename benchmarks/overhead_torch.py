@@ -21,9 +21,8 @@ from dynalloc.runtime.common.placement import pin_to_core
 pin_to_core(launcher_rank())  # one core per rank, as dynalloc train pins its ranks
 
 import torch  # noqa: E402
-from ddp_plain import held_then_averaged  # noqa: E402
+from ddp_plain import held_back  # noqa: E402
 from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
-from dynalloc.runtime.torch.hook import SlowBuckets  # noqa: E402
 from overhead_runs import STATIC, arguments, interleave  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
@@ -45,10 +44,8 @@ def plain(size, factor, rank, ranks, iterations, warm_up):
     """Seconds of `iterations` of plain DDP, after `warm_up` untimed ones."""
     features, width, layers, batch = SIZES[size]
     ddp = model(features, width, layers)
-    slow = None
-    if factor > 1.0:  # DDP's own averaging, each bucket held as late as a slower device's
-        slow = SlowBuckets()
-        ddp.register_comm_hook(slow, held_then_averaged)
+    # DDP's own averaging, each bucket held as late as a slower device's
+    slow = held_back(ddp) if factor > 1.0 else None
     optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
     x, y = data(features, batch * (iterations + warm_up))
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
