@@ -12,7 +12,7 @@ from helpers import dynalloc, parameters, read_rows
 pytestmark = pytest.mark.mpi
 
 BATCH = 128
-SLOW = {"slowdown": [1, 3]}
+SLOW = {"slowdown": [1, 8]}  # 8x: other tests' jobs loading rank 0's core must not hide it
 
 
 def train(folder, name, ranks, dataset, **overrides):
@@ -42,7 +42,7 @@ def worst_difference(a, b):
 
 @pytest.fixture(scope="module")
 def runs(digits, tmp_path_factory):
-    """One process (the reference), and a cold adaptive run of 2 ranks, rank 1 3x slower."""
+    """One process (the reference), and a cold adaptive run of 2 ranks, rank 1 8x slower."""
     folder = tmp_path_factory.mktemp("warm")
     one, reference = train(folder, "one", 1, digits, policy={"name": "static"})
     assert one.returncode == 0, one.stderr
