@@ -17,7 +17,9 @@ spread of those ratios. The ladder adds one piece at a time:
 Equal ranks, bench-overhead's MLPs (`overhead_torch.SIZES`). With `--slowdown F`, rank 1 is F
 times slower in every loop (bench-overhead's 1:3 is F = 3: each bucket held by
 `hook.SlowBuckets`), and the ladder keeps what has a slowed form: plain again and the whole
-step. Rank 0 prints one line a variant.
+step. Rank 0 prints plain DDP's iteration, then one line a variant: its ratio and its extra
+time an iteration. One rank (`--nproc-per-node=1`) has no second process on the cores: its
+quartiles are the narrowest, and it shows what the step itself costs.
 
     OMP_NUM_THREADS=1 .venv-torch/bin/torchrun --standalone --nproc-per-node=2 \\
         benchmarks/cost_ladder.py [--size "10 ms"] [--rounds 30] [--block 20] [--slowdown 3]
@@ -154,10 +156,13 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
     rank, ranks = init_process_group()
+    if args.slowdown > 1.0 and ranks < 2:
+        parser.error("--slowdown slows rank 1: it needs at least 2 ranks")
     samples = SIZES[args.size][3] * (args.rounds + 1) * args.block
     plain = Loop(args.size, rank, ranks, samples, factor=args.slowdown if rank == 1 else 1.0)
     ladder = variants(args.size, rank, ranks, samples, args.slowdown)
-    ratios = {name: [] for name in ladder}
+    ratios, extra = {name: [] for name in ladder}, {name: [] for name in ladder}
+    plain_s = []
     for loop in [plain, *ladder.values()]:
         loop.block(args.block)  # warm-up, untimed
     for round_ in range(args.rounds):
@@ -169,13 +174,19 @@ def main():
                 loop.block(args.block)
                 seconds[loop] = time.perf_counter() - began
             ratios[name].append(seconds[plain] / seconds[variant])
+            extra[name].append((seconds[variant] - seconds[plain]) / args.block)
+            plain_s.append(seconds[plain] / args.block)
     if rank == 0:
-        print(f"{args.size}, rank 1 {args.slowdown:g}x slower, {args.rounds} rounds of "
-              f"{args.block} iterations: plain DDP's time over the variant's, median "
-              "[quartiles] over rounds")  # fmt: skip
+        slowed = f"{ranks} ranks, rank 1 {args.slowdown:g}x slower" if ranks > 1 else "1 rank"
+        print(f"{args.size}, {slowed}, {args.rounds} rounds of {args.block} iterations; "
+              "plain DDP's iteration "
+              f"{statistics.median(plain_s) * 1e3:.3f} ms. Plain DDP's time over the "
+              "variant's, median [quartiles] over rounds; the variant's extra time an "
+              "iteration, median")  # fmt: skip
         for name, values in ratios.items():
             low, high = np.percentile(values, [25, 75])
-            print(f"{name:22s} {statistics.median(values):.3f} [{low:.3f}, {high:.3f}]")
+            print(f"{name:22s} {statistics.median(values):.3f} [{low:.3f}, {high:.3f}] "
+                  f"{statistics.median(extra[name]) * 1e6:+6.0f} us")  # fmt: skip
 
 
 if __name__ == "__main__":
