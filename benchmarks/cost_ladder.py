@@ -27,6 +27,7 @@ quartiles are the narrowest, and it shows what the step itself costs.
 
 import argparse
 import math
+import resource
 import statistics
 import time
 
@@ -112,6 +113,9 @@ class Dynamic(Loop):
             step.finish(loss)
 
 
+PLAIN = "plain DDP"  # the loop every variant is measured against
+
+
 def variants(size, rank, ranks, samples, slowdown):
     """The ladder at 1:1; with rank 1 `slowdown` times slower, what has a slowed form."""
     factor = slowdown if rank == 1 else 1.0
@@ -126,6 +130,13 @@ def variants(size, rank, ranks, samples, slowdown):
     for policy in ("static", "adaptive"):
         ladder[f"DynamicBatch {policy}"] = Dynamic(size, rank, ranks, samples, policy, factor)
     return ladder
+
+
+def page_faults():
+    """This process's minor page faults so far: memory the allocator had handed back to the
+    kernel, and got again zero-filled (glibc's malloc trims freed memory at the top of its heap
+    and unmaps large blocks)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def positive(text):
@@ -162,6 +173,7 @@ def main():
     plain = Loop(args.size, rank, ranks, samples, factor=args.slowdown if rank == 1 else 1.0)
     ladder = variants(args.size, rank, ranks, samples, args.slowdown)
     ratios, extra = {name: [] for name in ladder}, {name: [] for name in ladder}
+    faults = dict.fromkeys([PLAIN, *ladder], 0)  # pages the kernel handed each loop's blocks
     plain_s = []
     for loop in [plain, *ladder.values()]:
         loop.block(args.block)  # warm-up, untimed
@@ -170,23 +182,26 @@ def main():
         for name in names:
             variant, seconds = ladder[name], {}
             for loop in (plain, variant) if round_ % 2 == 0 else (variant, plain):
-                began = time.perf_counter()
+                began, paged = time.perf_counter(), page_faults()
                 loop.block(args.block)
                 seconds[loop] = time.perf_counter() - began
+                faults[name if loop is variant else PLAIN] += page_faults() - paged
             ratios[name].append(seconds[plain] / seconds[variant])
             extra[name].append((seconds[variant] - seconds[plain]) / args.block)
             plain_s.append(seconds[plain] / args.block)
     if rank == 0:
         slowed = f"{ranks} ranks, rank 1 {args.slowdown:g}x slower" if ranks > 1 else "1 rank"
         print(f"{args.size}, {slowed}, {args.rounds} rounds of {args.block} iterations; "
-              "plain DDP's iteration "
-              f"{statistics.median(plain_s) * 1e3:.3f} ms. Plain DDP's time over the "
-              "variant's, median [quartiles] over rounds; the variant's extra time an "
-              "iteration, median")  # fmt: skip
+              f"plain DDP's iteration {statistics.median(plain_s) * 1e3:.3f} ms with "
+              f"{faults[PLAIN] / len(plain_s) / args.block:.0f} page faults on rank 0. Plain "
+              "DDP's time over the variant's, median [quartiles] over rounds; the variant's "
+              "extra time an iteration, median; its page faults an iteration on rank "
+              "0")  # fmt: skip
         for name, values in ratios.items():
             low, high = np.percentile(values, [25, 75])
             print(f"{name:22s} {statistics.median(values):.3f} [{low:.3f}, {high:.3f}] "
-                  f"{statistics.median(extra[name]) * 1e6:+6.0f} us")  # fmt: skip
+                  f"{statistics.median(extra[name]) * 1e6:+6.0f} us "
+                  f"{faults[name] / (args.rounds * args.block):6.0f}")  # fmt: skip
 
 
 if __name__ == "__main__":
