@@ -182,7 +182,7 @@ def main():
         for name in names:
             variant, seconds = ladder[name], {}
             for loop in (plain, variant) if round_ % 2 == 0 else (variant, plain):
-                began, paged = time.perf_counter(), page_faults()
+                paged, began = page_faults(), time.perf_counter()  # the count outside the time
                 loop.block(args.block)
                 seconds[loop] = time.perf_counter() - began
                 faults[name if loop is variant else PLAIN] += page_faults() - paged
