@@ -14,6 +14,7 @@ times, once the slowest rank has computed `pool_s` seconds in it.
 """
 
 import math
+import operator
 import warnings
 
 import numpy as np
@@ -66,10 +67,14 @@ class Policy:
         seconds = np.asarray(compute_s, dtype=float)
         if shares.shape != (self.ranks,) or seconds.shape != (self.ranks,):
             raise ValueError(f"expected {self.ranks} shares and times, got {shares} and {seconds}")
-        if not (np.isfinite(seconds) & (seconds > 0)).all():
+        # As Python lists from here: the pooled iterations, most of them on short ones, cost a
+        # few numpy calls each otherwise, tens of microseconds with the caches a backward pass
+        # leaves (the cost ladder, benchmarks/cost_ladder.py).
+        shares, seconds = shares.tolist(), seconds.tolist()
+        if not all(math.isfinite(s) and s > 0 for s in seconds):
             if not self._warned:
                 warnings.warn(
-                    f"{self.name}: unusable compute times {seconds.tolist()} at iteration "
+                    f"{self.name}: unusable compute times {seconds} at iteration "
                     f"{iteration}; keeping the previous shares (warned once)",
                     RuntimeWarning,
                     stacklevel=2,
@@ -77,28 +82,34 @@ class Policy:
                 self._warned = True
             return self.shares.copy()
         pool = self.pool
-        if pool is not None and not (shares == pool[0]).all():  # an epoch's smaller last batch
-            self._observe(pool[0], pool[1] / pool[2], iteration - 1, self.epoch_next)
+        if pool is not None and shares != pool[0]:  # an epoch's smaller last batch
+            self._observe(pool, iteration - 1, self.epoch_next)
             pool = None
         if pool is None:
-            pool = [shares.copy(), seconds.copy(), 1]
+            pool = [shares, seconds, 1]
         else:
-            pool[1] += seconds
+            pool[1] = list(map(operator.add, pool[1], seconds))
             pool[2] += 1
         ends_epoch = epoch != self.epoch_next
         self.epoch_next = epoch
         # The first iteration goes alone: it is the framework's warm-up, which adaptive judges.
-        if self.updates and not ends_epoch and max(pool[1].tolist()) < self.pool_s:
+        if self.updates and not ends_epoch and max(pool[1]) < self.pool_s:
             self.pool = pool
         else:
             self.pool = None
-            self._observe(pool[0], pool[1] / pool[2], iteration, epoch)
+            self._observe(pool, iteration, epoch)
         return self.shares.copy()
 
-    def _observe(self, shares, seconds, iteration, epoch):
-        """One observation (one iteration's times, or a pool's mean) for `_next`."""
+    def _observe(self, pool, iteration, epoch):
+        """One observation, a pool's mean times (one iteration's where it holds one), for
+        `_next`."""
+        shares, summed, iterations = pool
+        seconds = np.array(summed, dtype=float) / iterations
         self.updates += 1
-        self.shares = np.asarray(self._next(shares, seconds, iteration, epoch), dtype=np.int64)
+        self.shares = np.asarray(
+            self._next(np.array(shares, dtype=np.int64), seconds, iteration, epoch),
+            dtype=np.int64,
+        )
 
     def warm(self, intercepts, slopes, noise=None):
         """Start from each rank's known cost `intercepts[r] + slopes[r] * b` (a warm start);

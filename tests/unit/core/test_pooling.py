@@ -65,7 +65,7 @@ def test_unusable_times_leave_the_pool_as_it_was():
     policy.update([32, 32], [0.001, 0.002], 2, 0)
     with pytest.warns(RuntimeWarning, match="keeping the previous shares"):
         policy.update([32, 32], [0.001, float("nan")], 3, 0)
-    assert policy.pool[2] == 1 and policy.pool[1].tolist() == [0.001, 0.002]
+    assert policy.pool[2] == 1 and policy.pool[1] == [0.001, 0.002]
 
 
 @pytest.mark.parametrize("bad", [-0.01, float("nan"), float("inf"), "0.02", True])
