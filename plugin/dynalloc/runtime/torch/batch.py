@@ -90,12 +90,13 @@ class Step(allocation.Step):
         """`loss.backward()`, its value noted first: under DDP it then travels in the last
         bucket with this rank's times. After a `loss.backward()` of the loop's own, the ranks'
         losses need an all-reduce of their own once the backward pass is over (overlapped with
-        the optimizer's step; about a millisecond an iteration on a CPU). The backward pass is
-        the loss's times the rank's weight `b_r / B`: its gradients come out weighted, with no
-        pass of their own over them (about 0.6 ms on bench-overhead's largest model)."""
+        the optimizer's step; about a millisecond an iteration on a CPU). The backward pass
+        starts from the rank's weight `b_r / B` where it would start from 1: its gradients come
+        out weighted, with no pass of their own over them (about 0.6 ms on bench-overhead's
+        largest model)."""
         self.backward_loss = mean_loss(loss, "backward")
         self.owner.weigh(1.0)  # the gradients are weighted already
-        (loss * (self.share / self.size)).backward()
+        loss.backward(self.owner.seed_gradient(loss, self.share / self.size))
 
 
 def mean_loss(loss, call):
@@ -142,6 +143,7 @@ class DynamicBatch(Allocation):
         self.weight, self.overlapped_s, self.stepping = 1.0, 0.0, False
         optimizer.register_step_pre_hook(self._refuse_a_step_of_its_own)
         self.current = None  # the step under way
+        self.seed = None  # the backward pass's starting gradient (`seed_gradient`)
         if self.ddp:  # DDP has broadcast rank 0's parameters already
             self.hook = ShareWeight(group, values=self._bucket_values)
             model.register_comm_hook(self.hook, share_weighted_hook)
@@ -174,6 +176,16 @@ class DynamicBatch(Allocation):
         step = self.current
         busy = step.timings(ready - self.hook.began)
         return [*busy, step.backward_loss, float(self.stop_requested)]
+
+    def seed_gradient(self, loss, weight):
+        """`weight` as the gradient a backward pass from `loss` starts from: no product of the
+        loss and the weight in the graph, whose forward and backward nodes cost about 12 us an
+        iteration on a CPU (the cost ladder). One 0-d tensor, filled in place: on a GPU that is
+        a launch, where a new tensor from a Python number would be a copy from the host."""
+        seed = self.seed
+        if seed is None or (seed.dtype, seed.device) != (loss.dtype, loss.device):
+            seed = self.seed = torch.empty((), dtype=loss.dtype, device=loss.device)
+        return seed.fill_(weight)
 
     def weigh(self, weight):
         """This rank's gradients weigh `weight` (`b_r / B`) in the iteration under way."""
