@@ -66,6 +66,7 @@ class ShareWeight(SlowBuckets):
         # the rest of the last bucket's hook on a small model (DDP's C++ hook skips them too).
         self.process_group = group or dist.group.WORLD
         self.joined, self.head, self.block = None, None, None  # the last bucket and the block
+        self.bucket = None  # DDP's last bucket that `joined` was made for
         self.rows = None  # the block as numpy, where it lives on the CPU: written in place
 
     def start(self, factor):
@@ -83,17 +84,21 @@ class ShareWeight(SlowBuckets):
 
     def join(self, tensor):
         """The last bucket weighted, then this rank's values in its row of the block: one
-        tensor (kept from one iteration to the next, with its views) and one pass over the
-        bucket; returns it and the view of the bucket's part."""
+        tensor (kept from one iteration to the next, with its views, while DDP keeps the
+        bucket's) and one pass over the bucket; returns it and the view of the bucket's part."""
         values = self.values(self.last_ready)
-        size, block = tensor.numel(), len(values) * self.ranks
-        if self.joined is None or self.joined.numel() != size + block or (
-            self.joined.dtype, self.joined.device) != (tensor.dtype, tensor.device):  # fmt: skip
-            self.joined = torch.empty(size + block, dtype=tensor.dtype, device=tensor.device)
+        if tensor is not self.bucket:  # the first iteration, or DDP has rebuilt its buckets
+            size = tensor.numel()
+            self.joined = torch.empty(size + len(values) * self.ranks, dtype=tensor.dtype,
+                                      device=tensor.device)  # fmt: skip
             self.head, self.block = self.joined[:size], self.joined[size:]
             on_cpu = tensor.device.type == "cpu" and tensor.dtype != torch.bfloat16  # numpy's
             self.rows = self.block.numpy() if on_cpu else None
-        torch.mul(tensor, self.weight, out=self.head)
+            self.bucket = tensor
+        if self.weight == 1.0:  # weighted in the backward pass already: a copy is cheaper
+            self.head.copy_(tensor)
+        else:
+            torch.mul(tensor, self.weight, out=self.head)
         if self.rows is not None:
             fold(self.rows, self.rank, values)
         else:
@@ -111,15 +116,34 @@ def share_weighted_hook(state, bucket):
     (`ShareWeight`)."""
     tensor = bucket.buffer()
     state.hold(tensor.device)
-    if bucket.is_last():
+    last = bucket.is_last()
+    if last:
         if tensor.is_cuda:
             torch.cuda.current_stream(tensor.device).synchronize()
         state.last_ready = time.perf_counter()
         if state.values is not None:
             joined, head = state.join(tensor)
-            work = state.process_group.allreduce([joined])
-            return work.get_future().then(lambda _: head)
+            return summed(state.process_group.allreduce([joined]), head, last)
     if state.weight != 1.0:  # 1: weighted in the backward pass (`Step.backward`), or 1 rank
         tensor.mul_(state.weight)
-    work = state.process_group.allreduce([tensor])
-    return work.get_future().then(lambda future: future.value()[0])
+    return summed(state.process_group.allreduce([tensor]), tensor, last)
+
+
+def summed(work, result, last):
+    """DDP's future of the bucket `result` once `work`, its all-reduce, is done. A CPU's last
+    bucket is waited for here, its future made done: a Python callback on the all-reduce's
+    future (`then`) costs about 40 us an iteration on a CPU (the cost ladder,
+    benchmarks/cost_ladder.py), and after the last bucket nothing of the backward pass is
+    left to overlap with. Earlier buckets keep the callback, and the overlap; so does a GPU's
+    last, where a wait would only order the streams."""
+    if last and result.device.type == "cpu":
+        work.wait()
+        future = torch.futures.Future()
+        future.set_result(result)
+        return future
+
+    def done(exchanged):
+        exchanged.value()  # raises where the all-reduce failed
+        return result
+
+    return work.get_future().then(done)
