@@ -19,10 +19,14 @@ times slower in every loop (bench-overhead's 1:3 is F = 3: each bucket held by
 `hook.SlowBuckets`), and the ladder keeps what has a slowed form: plain again and the whole
 step. Rank 0 prints plain DDP's iteration, then one line a variant: its ratio and its extra
 time an iteration. One rank (`--nproc-per-node=1`) has no second process on the cores: its
-quartiles are the narrowest, and it shows what the step itself costs.
+quartiles are the narrowest, and it shows what the step itself costs. Every loop runs under the
+malloc thresholds DynamicBatch fixes (`runtime.common.heap`), set before the first;
+`--glibc-defaults` leaves glibc's own for all, DynamicBatch's included (`hold_memory=False`),
+and the page faults they cost show in the last column.
 
     OMP_NUM_THREADS=1 .venv-torch/bin/torchrun --standalone --nproc-per-node=2 \\
-        benchmarks/cost_ladder.py [--size "10 ms"] [--rounds 30] [--block 20] [--slowdown 3]
+        benchmarks/cost_ladder.py [--size "10 ms"] [--rounds 30] [--block 20] [--slowdown 3] \\
+        [--glibc-defaults]
 """
 
 import argparse
@@ -40,6 +44,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from ddp_plain import held_back  # noqa: E402
 from dynalloc.runtime.common.allocation import RANK_VALUES  # noqa: E402
+from dynalloc.runtime.common.heap import hold_freed_memory  # noqa: E402
 from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
 from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook  # noqa: E402
 from overhead_torch import SIZES, data, model  # noqa: E402
@@ -99,10 +104,11 @@ class WeightedLoss(Loop):
 class Dynamic(Loop):
     """The same model under `DynamicBatch` (`policy`), as bench-overhead's loop runs it."""
 
-    def __init__(self, size, rank, ranks, samples, policy, factor=1.0):
+    def __init__(self, size, rank, ranks, samples, policy, factor=1.0, hold_memory=True):
         super().__init__(size, rank, ranks, samples)
         dyn = DynamicBatch(self.ddp, self.optimizer, samples, self.batch, policy=policy,
-                           pin_cores=False, slowdown=lambda iteration: factor)  # fmt: skip
+                           pin_cores=False, slowdown=lambda iteration: factor,
+                           hold_memory=hold_memory)  # fmt: skip
         self.steps = dyn.epoch(0)
 
     def block(self, iterations):
@@ -116,7 +122,7 @@ class Dynamic(Loop):
 PLAIN = "plain DDP"  # the loop every variant is measured against
 
 
-def variants(size, rank, ranks, samples, slowdown):
+def variants(size, rank, ranks, samples, slowdown, hold_memory):
     """The ladder at 1:1; with rank 1 `slowdown` times slower, what has a slowed form."""
     factor = slowdown if rank == 1 else 1.0
     ladder = {"plain DDP again": Loop(size, rank, ranks, samples, factor=factor)}
@@ -128,7 +134,8 @@ def variants(size, rank, ranks, samples, slowdown):
             "weighted loss": WeightedLoss(size, rank, ranks, samples),
         }
     for policy in ("static", "adaptive"):
-        ladder[f"DynamicBatch {policy}"] = Dynamic(size, rank, ranks, samples, policy, factor)
+        dynamic = Dynamic(size, rank, ranks, samples, policy, factor, hold_memory)
+        ladder[f"DynamicBatch {policy}"] = dynamic
     return ladder
 
 
@@ -164,14 +171,19 @@ def main():
     parser.add_argument("--rounds", type=positive, default=30)
     parser.add_argument("--block", type=positive, default=20, help="iterations of a block")
     parser.add_argument("--slowdown", type=at_least_one, default=1.0, help="rank 1's")
+    parser.add_argument(
+        "--glibc-defaults", action="store_true", help="leave glibc's malloc thresholds, in all"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if not args.glibc_defaults:
+        hold_freed_memory()
     rank, ranks = init_process_group()
     if args.slowdown > 1.0 and ranks < 2:
         parser.error("--slowdown slows rank 1: it needs at least 2 ranks")
     samples = SIZES[args.size][3] * (args.rounds + 1) * args.block
     plain = Loop(args.size, rank, ranks, samples, factor=args.slowdown if rank == 1 else 1.0)
-    ladder = variants(args.size, rank, ranks, samples, args.slowdown)
+    ladder = variants(args.size, rank, ranks, samples, args.slowdown, not args.glibc_defaults)
     ratios, extra = {name: [] for name in ladder}, {name: [] for name in ladder}
     faults = dict.fromkeys([PLAIN, *ladder], 0)  # pages the kernel handed each loop's blocks
     plain_s = []

@@ -22,6 +22,7 @@ pin_to_core(launcher_rank())  # one core per rank, as dynalloc train pins its ra
 
 import torch  # noqa: E402
 from ddp_plain import held_back  # noqa: E402
+from dynalloc.runtime.common.heap import hold_freed_memory  # noqa: E402
 from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
 from overhead_runs import STATIC, arguments, interleave  # noqa: E402
 from torch import nn  # noqa: E402
@@ -89,6 +90,9 @@ def data(features, count):
 def main():
     args = arguments(__doc__)
     torch.set_num_threads(1)
+    # DynamicBatch fixes malloc's thresholds for the whole process as it starts: set from the
+    # start, plain DDP's first runs are under them too.
+    hold_freed_memory()
     rank, ranks = init_process_group()
     runs = {"plain DDP": plain, "dynalloc": dynamic, STATIC: partial(dynamic, policy="static")}
     interleave(runs, SIZES, rank, ranks, args)

@@ -34,6 +34,7 @@ from torch.nn.parallel import DistributedDataParallel
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.runtime.common import allocation
 from dynalloc.runtime.common.allocation import RANK_VALUES, Allocation, fold
+from dynalloc.runtime.common.heap import hold_freed_memory
 from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook
 
 
@@ -116,14 +117,16 @@ class DynamicBatch(Allocation):
     slowdown, sampler and rows). The process group must be initialised
     (`runtime.torch.init_process_group`); `group` is the one to use, the default otherwise.
     `scheduler`, a learning-rate scheduler, steps after every optimizer step. A network with
-    BatchNorm keeps at least 8 samples per rank."""
+    BatchNorm keeps at least 8 samples per rank. A model on the CPU keeps the memory its
+    iterations free in the process (`runtime.common.heap`); `hold_memory=False` leaves the
+    C library's malloc as it is."""
 
     Step = Step
 
     def __init__(
         self, model, optimizer, dataset_size, global_batch, *, policy="adaptive", seed=0,
         min_share=1, max_share=None, drop_last=False, slowdown=None, sampler=None, group=None,
-        scheduler=None, pin_cores=True, threads_per_rank=1,
+        scheduler=None, pin_cores=True, threads_per_rank=1, hold_memory=True,
     ):  # fmt: skip
         if not dist.is_initialized():
             raise DynallocError(
@@ -137,6 +140,8 @@ class DynamicBatch(Allocation):
         if not self.params:
             raise DynallocError("the model has no parameter that requires a gradient")
         self.device = self.params[0].device
+        if hold_memory and self.device.type == "cpu":
+            hold_freed_memory()
         # The small per-iteration gathers go over gloo on the CPU, whatever carries gradients.
         on_cpu = dist.get_backend(group) == dist.Backend.GLOO
         self.meta = group if on_cpu else dist.new_group(backend="gloo")
