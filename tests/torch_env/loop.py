@@ -25,6 +25,7 @@ from torch import nn
 parser = argparse.ArgumentParser()
 parser.add_argument("out")
 parser.add_argument("--ddp", action="store_true")
+parser.add_argument("--buckets", action="store_true", help="DDP with a bucket per parameter")
 parser.add_argument("--slow", nargs="*", default=[], help="RANK=FACTOR")
 parser.add_argument("--loss", default="mean", choices=["mean", "per-sample"])
 parser.add_argument("--epochs", type=int, default=3)
@@ -40,8 +41,8 @@ args = parser.parse_args()
 rank, ranks = init_process_group()
 Path(f"{args.out}.pid-{rank}").write_text(str(os.getpid()))
 model = build_model("mlp", 10, (1, 8, 8), seed=0)
-if args.ddp:
-    model = nn.parallel.DistributedDataParallel(model)
+if args.ddp:  # the mlp fits one bucket; from the second iteration on, --buckets makes 5
+    model = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1e-4 if args.buckets else 25)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 data = np.random.default_rng(0)
 x_all = torch.tensor(data.random((600, 1, 8, 8), dtype=np.float32))

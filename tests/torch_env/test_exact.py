@@ -51,6 +51,20 @@ def test_step_backward_weights_the_loss_and_trains_the_model_of_one_rank(one_ran
     assert worst < 1e-5, f"max |difference| {worst:.2e}, shares {shares.tolist()}"
 
 
+@pytest.mark.parametrize("backward", [[], ["--step-backward"]], ids=["own", "step"])
+def test_ddp_with_many_buckets_trains_the_model_of_one_rank(one_rank, tmp_path, backward):
+    """Every bucket but the last goes through the hook's callback on the all-reduce's future,
+    the last is waited for in the hook: weighted in the hook (a backward pass of the loop's
+    own) or in the backward pass (`step.backward`), the same model as one rank's."""
+    out = tmp_path / "run"
+    result = torchrun(2, "loop.py", out, *SLOW, "--ddp", "--buckets", *backward)
+    assert result.returncode == 0, result.stderr
+    shares = np.load(f"{out}.shares.npy")
+    assert len(set(shares.tolist())) > 1, "the shares never moved: nothing was tested"
+    worst = np.abs(np.load(f"{out}.params.npy") - one_rank).max()
+    assert worst < 1e-5, f"max |difference| {worst:.2e}, shares {shares.tolist()}"
+
+
 @pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])
 def test_a_probe_starts_balanced_and_trains_the_model_of_one_rank(one_rank, tmp_path, ddp):
     out = tmp_path / "run"
