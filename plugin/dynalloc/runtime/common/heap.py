@@ -4,7 +4,7 @@ glibc hands memory back to the kernel when the free space at the top of its heap
 threshold, and maps large blocks on their own and unmaps them when freed. An iteration on a CPU
 frees its activations and gradients and allocates them again at once, so where the heap's
 layout puts them at its top, the next iteration faults every page in again, zero-filled: up to
-thousands of page faults an iteration and 2-6% of a 10-100 ms iteration on this project's
+thousands of page faults an iteration and 2-3% of a 10-100 ms iteration on this project's
 machines, or none, by the luck of what else was allocated (plain DDP's loop and DynamicBatch's
 alike; benchmarks/cost_ladder.py counts them). glibc's own thresholds slide up as large blocks
 are freed, but not past that luck. Fixed thresholds end it: the process keeps, at most, what its
