@@ -21,8 +21,6 @@ Either way the optimizer is the user's own, stepped as it is; the gradients are 
 each step.
 """
 
-import contextlib
-import math
 import time
 
 import numpy as np
@@ -32,83 +30,10 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 
 from dynalloc.errors import DynallocError, SharedError
-from dynalloc.runtime.common import allocation
 from dynalloc.runtime.common.allocation import RANK_VALUES, Allocation, fold
 from dynalloc.runtime.common.heap import hold_freed_memory
 from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook
-
-
-class Step(allocation.Step):
-    """One iteration of one rank under PyTorch: the finish takes the mean loss of the share."""
-
-    def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
-        super().__init__(owner, epoch, batch, shares, indices, next_epoch)
-        owner.weigh(self.share / self.size)
-        owner.current = self
-        self.backward_loss = float("nan")  # the loss step.backward(loss) took, if it did
-        if owner.ddp:  # timed from here where the loop times no compute()
-            owner.hook.start(self.slowdown)
-
-    @contextlib.contextmanager
-    def compute(self):
-        """Time the enclosed forward and backward. Under DDP the backward pass also waits for
-        the other ranks' buckets: the time ends when this rank's last bucket was ready (an
-        emulated slowdown delays each bucket, `hook.SlowBuckets`)."""
-        if not self.owner.ddp:
-            with super().compute():
-                yield self
-            return
-        self.owner.hook.start(self.slowdown)
-        yield self
-        self._bucket_times()
-
-    def time_if_untimed(self):
-        if self.owner.ddp and math.isnan(self.compute_s):
-            self._bucket_times()
-        super().time_if_untimed()
-
-    def _bucket_times(self):
-        """Compute until this rank's last bucket was ready; the rest of the backward pass was
-        the wait for the other ranks' buckets."""
-        hook = self.owner.hook
-        self.owner.wait_for_device()
-        ended = time.perf_counter()
-        ready = hook.last_ready or ended  # no bucket: no backward pass to wait in
-        self.compute_s = ready - hook.began
-        self.owner.overlapped_s = ended - ready
-
-    def finish(self, loss):
-        """Exchange gradients, step the optimizer, agree on the next shares; returns the mean
-        loss of the global batch (the same number on every rank). `loss`: the mean loss over
-        this rank's share, whose gradient `backward()` gave: each rank's is weighted by its
-        share, so a summed loss would be weighted wrongly, and training silently worse."""
-        own = mean_loss(loss, "finish")
-        self.time_if_untimed()
-        self.loss = self.owner._finish(self, own)
-        return self.loss
-
-    def backward(self, loss):
-        """`loss.backward()`, its value noted first: under DDP it then travels in the last
-        bucket with this rank's times. After a `loss.backward()` of the loop's own, the ranks'
-        losses need an all-reduce of their own once the backward pass is over (overlapped with
-        the optimizer's step; about a millisecond an iteration on a CPU). The backward pass
-        starts from the rank's weight `b_r / B` where it would start from 1: its gradients come
-        out weighted, with no pass of their own over them (about 0.6 ms on bench-overhead's
-        largest model)."""
-        self.backward_loss = mean_loss(loss, "backward")
-        self.owner.weigh(1.0)  # the gradients are weighted already
-        loss.backward(self.owner.seed_gradient(loss, self.share / self.size))
-
-
-def mean_loss(loss, call):
-    """`loss` as a float, once checked to be the mean over this rank's share (a 0-d tensor)."""
-    if not (torch.is_tensor(loss) and loss.dim() == 0):
-        shape = tuple(loss.shape) if torch.is_tensor(loss) else type(loss).__name__
-        raise SharedError(
-            f"step.{call}() needs the mean loss over this rank's share (a 0-d tensor, as "
-            f"PyTorch's losses return it by default), got {shape}"
-        )
-    return float(loss.detach())
+from dynalloc.runtime.torch.step import Step
 
 
 class DynamicBatch(Allocation):
