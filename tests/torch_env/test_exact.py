@@ -25,16 +25,22 @@ def one_rank(tmp_path_factory):
     return np.load(f"{out}.params.npy")
 
 
-@pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])
-@pytest.mark.parametrize("ranks", [2, 3])
-def test_any_ranks_and_shares_train_the_model_of_one_rank(one_rank, tmp_path, ranks, ddp):
+def trains_the_model_of_one_rank(one_rank, tmp_path, ranks, *options):
+    """loop.py on `ranks` ranks, rank 1 slowed, with `options`: the shares move, and the model
+    is one rank's."""
     out = tmp_path / "run"
-    result = torchrun(ranks, "loop.py", out, *SLOW, *(["--ddp"] if ddp else []))
+    result = torchrun(ranks, "loop.py", out, *SLOW, *options)
     assert result.returncode == 0, result.stderr
     shares = np.load(f"{out}.shares.npy")
     assert len(set(shares.tolist())) > 1, "the shares never moved: nothing was tested"
     worst = np.abs(np.load(f"{out}.params.npy") - one_rank).max()
     assert worst < 1e-5, f"max |difference| {worst:.2e}, shares {shares.tolist()}"
+
+
+@pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_any_ranks_and_shares_train_the_model_of_one_rank(one_rank, tmp_path, ranks, ddp):
+    trains_the_model_of_one_rank(one_rank, tmp_path, ranks, *(["--ddp"] if ddp else []))
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])
@@ -42,13 +48,8 @@ def test_step_backward_weights_the_loss_and_trains_the_model_of_one_rank(one_ran
                                                                          ddp):  # fmt: skip
     """`step.backward(loss)` backpropagates the loss times the rank's weight, and the exchange
     then weights nothing again: the same model as one rank's, at moving shares."""
-    out = tmp_path / "run"
-    result = torchrun(2, "loop.py", out, *SLOW, "--step-backward", *(["--ddp"] if ddp else []))
-    assert result.returncode == 0, result.stderr
-    shares = np.load(f"{out}.shares.npy")
-    assert len(set(shares.tolist())) > 1, "the shares never moved: nothing was tested"
-    worst = np.abs(np.load(f"{out}.params.npy") - one_rank).max()
-    assert worst < 1e-5, f"max |difference| {worst:.2e}, shares {shares.tolist()}"
+    trains_the_model_of_one_rank(one_rank, tmp_path, 2, "--step-backward",
+                                 *(["--ddp"] if ddp else []))  # fmt: skip
 
 
 @pytest.mark.parametrize("backward", [[], ["--step-backward"]], ids=["own", "step"])
@@ -56,13 +57,7 @@ def test_ddp_with_many_buckets_trains_the_model_of_one_rank(one_rank, tmp_path, 
     """Every bucket but the last goes through the hook's callback on the all-reduce's future,
     the last is waited for in the hook: weighted in the hook (a backward pass of the loop's
     own) or in the backward pass (`step.backward`), the same model as one rank's."""
-    out = tmp_path / "run"
-    result = torchrun(2, "loop.py", out, *SLOW, "--ddp", "--buckets", *backward)
-    assert result.returncode == 0, result.stderr
-    shares = np.load(f"{out}.shares.npy")
-    assert len(set(shares.tolist())) > 1, "the shares never moved: nothing was tested"
-    worst = np.abs(np.load(f"{out}.params.npy") - one_rank).max()
-    assert worst < 1e-5, f"max |difference| {worst:.2e}, shares {shares.tolist()}"
+    trains_the_model_of_one_rank(one_rank, tmp_path, 2, "--ddp", "--buckets", *backward)
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])
