@@ -59,5 +59,8 @@ class GlobalBatchSampler:
     def rank_indices(self, epoch, k, shares, rank, permutation=None):
         """Sample indices of `rank` in global batch `k` of `epoch` under `shares` of that batch."""
         order = self.permutation(epoch) if permutation is None else permutation
-        start = k * self.global_batch + int(np.sum(shares[:rank]))
-        return order[start : start + int(shares[rank])]
+        # In Python ints: numpy's sum of a few numbers costs more than their arithmetic, tens
+        # of microseconds an iteration with the caches a backward pass leaves.
+        counts = np.asarray(shares).tolist()
+        start = k * self.global_batch + sum(counts[:rank])
+        return order[start : start + counts[rank]]

@@ -63,14 +63,18 @@ class Policy:
         `shares` may sum to less than the global batch (an epoch's last, smaller batch);
         `iteration` and `epoch` number the iteration that the returned shares are for.
         """
-        shares = np.asarray(shares, dtype=np.int64)
-        seconds = np.asarray(compute_s, dtype=float)
-        if shares.shape != (self.ranks,) or seconds.shape != (self.ranks,):
-            raise ValueError(f"expected {self.ranks} shares and times, got {shares} and {seconds}")
-        # As Python lists from here: the pooled iterations, most of them on short ones, cost a
-        # few numpy calls each otherwise, tens of microseconds with the caches a backward pass
-        # leaves (the cost ladder, benchmarks/cost_ladder.py).
-        shares, seconds = shares.tolist(), seconds.tolist()
+        # As Python lists: the pooled iterations, most of them on short ones, cost a few numpy
+        # calls each otherwise, tens of microseconds with the caches a backward pass leaves
+        # (the cost ladder, benchmarks/cost_ladder.py).
+        try:
+            listed = list(map(int, shares)), list(map(float, compute_s))
+        except TypeError:
+            listed = (), ()
+        if any(len(values) != self.ranks for values in listed):
+            raise ValueError(
+                f"expected {self.ranks} shares and times, got {shares} and {compute_s}"
+            )
+        shares, seconds = listed
         if not all(math.isfinite(s) and s > 0 for s in seconds):
             if not self._warned:
                 warnings.warn(

@@ -32,12 +32,13 @@ from dynalloc.runtime.common.timing import ComputeTimer
 RANK_VALUES = ("busy", "balanced", "loss", "stop")  # a rank's numbers, every iteration
 
 
-def fold(tail, rank, values):
-    """Write `values` into rank `rank`'s row of `tail` (a flat array of len(values) x ranks, the
-    block appended to the gradients), zeroing the others' rows: summed over the ranks, the
-    block holds every rank's values."""
-    tail[:] = 0
-    tail[rank * len(values) : (rank + 1) * len(values)] = values
+def folded(values, rank, ranks):
+    """What rank `rank` writes into the block appended to the gradients (len(values) x `ranks`
+    numbers): `values` in its own row, zeros in the others', so that summed over the ranks the
+    block holds every rank's values. A Python list, written in one assignment."""
+    block = [0.0] * (len(values) * ranks)
+    block[rank * len(values) : (rank + 1) * len(values)] = values
+    return block
 
 
 class Allocation:
@@ -185,18 +186,18 @@ class Allocation:
         whether it asks to stop."""
         return [*step.timings(), loss, float(self.stop_requested)]
 
-    def settle(self, step, sync_s, gathered):
+    def settle(self, step, sync_s, rows):
         """End the iteration once the gradients are exchanged and every rank's `own_values`
-        are `gathered` (one row per rank): record this rank's
+        have arrived (`rows`, one list of floats per rank): record this rank's
         row, feed the policy the next shares, and return the global batch's mean loss (the same
         number on every rank). What the policy balances is each rank's busy time, or its reads
         where they take longer (`Step.timings`). The wait is taken from the gathered busy times,
         all rounded alike to the gradients' dtype, so the slowest rank's is exactly 0."""
         # As Python floats: on a few ranks each numpy call costs more than its arithmetic, and
         # after a backward pass has evicted the caches, several times more (in-loop timing).
-        busy_all, _, losses, stops = gathered.T.tolist()
+        busy_all, balanced, losses, stops = zip(*rows, strict=True)
         self.stopping = any(stops)
-        batch_loss = sum(map(operator.mul, losses, step.shares.tolist())) / step.size
+        batch_loss = sum(map(operator.mul, losses, step.counts)) / step.size
         if not math.isfinite(batch_loss):
             raise SharedError(
                 f"the loss became {batch_loss} at iteration {self.iteration} "
@@ -207,7 +208,7 @@ class Allocation:
                 iteration=self.iteration,
                 epoch=step.epoch,
                 rank=self.rank,
-                batch_size=int(step.shares[self.rank]),
+                batch_size=step.counts[self.rank],
                 compute_s=step.compute_s,
                 sync_s=sync_s,
                 wait_s=max(busy_all) - busy_all[self.rank],
@@ -221,7 +222,7 @@ class Allocation:
             )
         )
         self.iteration += 1
-        self.policy.update(step.shares, gathered[:, 1], self.iteration, step.next_epoch)
+        self.policy.update(step.counts, balanced, self.iteration, step.next_epoch)
         return batch_loss
 
     def wait_for_device(self):
@@ -255,7 +256,8 @@ class Step:
     def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
         self.owner, self.epoch, self.batch, self.shares = owner, epoch, batch, shares
         self.indices, self.next_epoch = indices, next_epoch
-        self.size = int(np.sum(shares))  # samples in this global batch: B, or an epoch's last
+        self.counts = np.asarray(shares).tolist()  # the shares as Python ints, for arithmetic
+        self.size = sum(self.counts)  # samples in this global batch: B, or an epoch's last
         self.iteration = owner.iteration
         self.compute_s = float("nan")
         self.data_s = 0.0  # seconds spent getting this share's samples, if the loop measures it
@@ -266,7 +268,7 @@ class Step:
 
     @property
     def share(self):
-        return int(self.shares[self.owner.rank])
+        return self.counts[self.owner.rank]
 
     def timings(self, compute_s=None):
         """[busy, balanced]: the rank's compute (`compute_s`, where the step's own is not

@@ -21,16 +21,16 @@ Either way the optimizer is the user's own, stepped as it is; the gradients are 
 each step.
 """
 
+import math
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 
 from dynalloc.errors import DynallocError, SharedError
-from dynalloc.runtime.common.allocation import RANK_VALUES, Allocation, fold
+from dynalloc.runtime.common.allocation import RANK_VALUES, Allocation, folded
 from dynalloc.runtime.common.heap import hold_freed_memory
 from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook
 from dynalloc.runtime.torch.step import Step
@@ -200,7 +200,7 @@ class DynamicBatch(Allocation):
                     "call loss.backward() first"
                 )
             summing = None
-            if np.isnan(block[:, 2]).any():
+            if any(math.isnan(row[2]) for row in block):
                 losses = torch.zeros(self.ranks, dtype=torch.float64)
                 losses[self.rank] = loss
                 summing = dist.all_reduce(losses, group=self.meta, async_op=True)
@@ -209,11 +209,12 @@ class DynamicBatch(Allocation):
             self._bind()
             if self.weight != 1.0:
                 self.weighted.mul_(self.weight)
-            fold(self.tail, self.rank, torch.tensor(self.own_values(step, loss)))
+            mine = folded(self.own_values(step, loss), self.rank, self.ranks)
+            self.tail.copy_(torch.tensor(mine))
             dist.all_reduce(self.gradients, group=self.group)
             self.wait_for_device()
             sync_s = time.perf_counter() - began
-            gathered = self.tail.view(self.ranks, -1).double().cpu().numpy()
+            gathered = self.tail.view(self.ranks, -1).tolist()
         self.stepping = True
         try:
             self.optimizer.step()
@@ -226,5 +227,6 @@ class DynamicBatch(Allocation):
             gathered = block
             if summing is not None:
                 summing.wait()
-                gathered[:, 2] = losses.numpy()
+                for row, value in zip(gathered, losses.tolist(), strict=True):
+                    row[2] = value
         return self.settle(step, sync_s, gathered)

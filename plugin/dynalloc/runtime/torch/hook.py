@@ -12,11 +12,10 @@ it, and its overlap of the all-reduce with the backward pass.
 
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from dynalloc.runtime.common.allocation import fold
+from dynalloc.runtime.common.allocation import folded
 
 
 class SlowBuckets:
@@ -74,13 +73,13 @@ class ShareWeight(SlowBuckets):
         self.last_ready, self.sent = None, False
 
     def gathered(self):
-        """Every rank's values, one row per rank (numpy), or None where no last bucket went
+        """Every rank's values, one list of floats per rank, or None where no last bucket went
         (no backward pass). DDP's backward pass returns once every bucket is exchanged."""
         if not self.sent:
             return None
         if self.rows is not None:
-            return self.rows.reshape(self.ranks, -1).astype(np.float64)
-        return self.block.view(self.ranks, -1).double().cpu().numpy()
+            return self.rows.reshape(self.ranks, -1).tolist()
+        return self.block.view(self.ranks, -1).tolist()
 
     def join(self, tensor):
         """The last bucket weighted, then this rank's values in its row of the block: one
@@ -99,10 +98,11 @@ class ShareWeight(SlowBuckets):
             self.head.copy_(tensor)
         else:
             torch.mul(tensor, self.weight, out=self.head)
+        block = folded(values, self.rank, self.ranks)
         if self.rows is not None:
-            fold(self.rows, self.rank, values)
+            self.rows[:] = block
         else:
-            fold(self.block, self.rank, torch.tensor(values, dtype=tensor.dtype))
+            self.block.copy_(torch.tensor(block))
         self.sent = True
         return self.joined, self.head
 
