@@ -31,22 +31,20 @@ and the page faults they cost show in the last column.
 
 import argparse
 import math
-import resource
 import statistics
-import time
 
 from dynalloc.launcher import launcher_rank
 from dynalloc.runtime.common.placement import pin_to_core
 
 pin_to_core(launcher_rank())  # before torch starts its threads
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from ddp_plain import held_back  # noqa: E402
 from dynalloc.runtime.common.allocation import RANK_VALUES  # noqa: E402
 from dynalloc.runtime.common.heap import hold_freed_memory  # noqa: E402
 from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
 from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook  # noqa: E402
+from ladder_rounds import climb, positive, report  # noqa: E402
 from overhead_torch import SIZES, data, model  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
@@ -139,20 +137,6 @@ def variants(size, rank, ranks, samples, slowdown, hold_memory):
     return ladder
 
 
-def page_faults():
-    """This process's minor page faults so far: memory the allocator had handed back to the
-    kernel, and got again zero-filled (glibc's malloc trims freed memory at the top of its heap
-    and unmaps large blocks)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
-def positive(text):
-    """An argument that counts something: a whole number of at least 1."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"needs a whole number of at least 1, got {text!r}")
-    return int(text)
-
-
 def at_least_one(text):
     """A slowdown: a finite number of at least 1 (1: equal ranks; infinity would hold the
     slowed rank's buckets for ever)."""
@@ -184,36 +168,13 @@ def main():
     samples = SIZES[args.size][3] * (args.rounds + 1) * args.block
     plain = Loop(args.size, rank, ranks, samples, factor=args.slowdown if rank == 1 else 1.0)
     ladder = variants(args.size, rank, ranks, samples, args.slowdown, not args.glibc_defaults)
-    ratios, extra = {name: [] for name in ladder}, {name: [] for name in ladder}
-    faults = dict.fromkeys([PLAIN, *ladder], 0)  # pages the kernel handed each loop's blocks
-    plain_s = []
-    for loop in [plain, *ladder.values()]:
-        loop.block(args.block)  # warm-up, untimed
-    for round_ in range(args.rounds):
-        names = list(ladder) if round_ % 2 == 0 else list(ladder)[::-1]
-        for name in names:
-            variant, seconds = ladder[name], {}
-            for loop in (plain, variant) if round_ % 2 == 0 else (variant, plain):
-                paged, began = page_faults(), time.perf_counter()  # the count outside the time
-                loop.block(args.block)
-                seconds[loop] = time.perf_counter() - began
-                faults[name if loop is variant else PLAIN] += page_faults() - paged
-            ratios[name].append(seconds[plain] / seconds[variant])
-            extra[name].append((seconds[variant] - seconds[plain]) / args.block)
-            plain_s.append(seconds[plain] / args.block)
+    ratios, extra, faults, plain_s, plain_faults = climb(plain, ladder, args.rounds, args.block)
     if rank == 0:
         slowed = f"{ranks} ranks, rank 1 {args.slowdown:g}x slower" if ranks > 1 else "1 rank"
-        print(f"{args.size}, {slowed}, {args.rounds} rounds of {args.block} iterations; "
-              f"plain DDP's iteration {statistics.median(plain_s) * 1e3:.3f} ms with "
-              f"{faults[PLAIN] / len(plain_s) / args.block:.0f} page faults on rank 0. Plain "
-              "DDP's time over the variant's, median [quartiles] over rounds; the variant's "
-              "extra time an iteration, median; its page faults an iteration on rank "
-              "0")  # fmt: skip
-        for name, values in ratios.items():
-            low, high = np.percentile(values, [25, 75])
-            print(f"{name:22s} {statistics.median(values):.3f} [{low:.3f}, {high:.3f}] "
-                  f"{statistics.median(extra[name]) * 1e6:+6.0f} us "
-                  f"{faults[name] / (args.rounds * args.block):6.0f}")  # fmt: skip
+        report(f"{args.size}, {slowed}, {args.rounds} rounds of {args.block} iterations; "
+               f"plain DDP's iteration {statistics.median(plain_s) * 1e3:.3f} ms with "
+               f"{plain_faults:.0f} page faults on rank 0", PLAIN, ratios, extra,
+               faults)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ and with rank 1 three times slower, all in one mpiexec invocation, the runs inte
 order reversed on odd repeats). Both take shuffled samples by index from the same numpy arrays
 (the bare loop's through one permutation a run), and both emulate a slower rank alike
 (`runtime.common.timing.ComputeTimer`: the compute measured, then slept again twice over).
+All run under the malloc thresholds that DynamicBatch fixes (`runtime.common.heap`).
 Rank 0 writes samples/s of each run (medians over repeats) to OUT as JSON.
 
     mpiexec -n 2 python benchmarks/overhead_gluon.py --out OUT.json
@@ -20,6 +21,7 @@ pin_to_core(launcher_rank())  # one core per rank, as dynalloc train pins its ra
 
 import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
+from dynalloc.runtime.common.heap import hold_freed_memory  # noqa: E402
 from dynalloc.runtime.common.timing import ComputeTimer  # noqa: E402
 from dynalloc.runtime.mxnet.gluon import (  # noqa: E402
     DynamicBatch,
@@ -96,6 +98,9 @@ def dynamic(size, factor, rank, ranks, iterations, warm_up, policy="adaptive"):
 
 def main():
     args = arguments(__doc__)
+    # DynamicBatch fixes malloc's thresholds for the whole process as it starts: set from the
+    # start, the bare loop's first runs are under them too.
+    hold_freed_memory()
     rank, ranks = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
     runs = {"bare allreduce": bare, "dynalloc": dynamic, STATIC: partial(dynamic, policy="static")}
     interleave(runs, SIZES, rank, ranks, args)

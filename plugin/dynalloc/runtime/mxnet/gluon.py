@@ -29,6 +29,7 @@ from mxnet.base import _LIB, check_call
 from dynalloc.errors import DynallocError, SharedError
 from dynalloc.runtime.common import allocation
 from dynalloc.runtime.common.allocation import RANK_VALUES, Allocation, folded
+from dynalloc.runtime.common.heap import hold_freed_memory
 from dynalloc.runtime.mxnet.exchange import GradientExchange
 
 FLOAT32 = 0  # MXNet's type flag of float32 (mshadow's kFloat32)
@@ -130,7 +131,9 @@ class DynamicBatch(Allocation):
     """Hands each rank its samples per iteration, times its compute, exchanges the weighted
     gradients, steps the trainer and feeds the allocation policy (`Allocation`: the policy,
     slowdown, sampler and rows). A network with BatchNorm (running statistics among its
-    parameters) keeps at least 8 samples per rank."""
+    parameters) keeps at least 8 samples per rank. The process keeps the memory its iterations
+    free (`runtime.common.heap`: MXNet's CPU arrays come from malloc); `hold_memory=False`
+    leaves the C library's malloc as it is."""
 
     Step = Step
 
@@ -151,7 +154,10 @@ class DynamicBatch(Allocation):
         sampler=None,
         pin_cores=True,
         threads_per_rank=1,
+        hold_memory=True,
     ):
+        if hold_memory:
+            hold_freed_memory()
         comm = MPI.COMM_WORLD if comm is None else comm
         trainable = [p for p in params.values() if p.grad_req != "null"]
         fixed = [p for p in params.values() if p.grad_req == "null"]  # e.g. BatchNorm statistics
