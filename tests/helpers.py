@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 ROOT = Path(__file__).parents[1]
@@ -227,3 +228,45 @@ def write_image_recordio(path, count, seed=0, sizes=(16, 20, 24)):
         writer.write_idx(key, mx.recordio.pack(header, encoded.getvalue()))
     writer.close()
     return path
+
+
+# After a set-up of the caller's, ten 1 MiB blocks freed and allocated again four times, as a
+# training loop frees and allocates its activations; prints the most page faults one of the
+# last three iterations took.
+FREED_BLOCKS = """
+import ctypes, resource
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.free(libc.malloc((1 << 20) + 4096))  # a mapped block freed: glibc's thresholds slide up
+faults = []
+for _ in range(4):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    blocks = [libc.malloc((1 << 20) - 4096) for _ in range(10)]
+    for block in blocks:
+        ctypes.memset(block, 1, (1 << 20) - 4096)
+    for block in blocks:
+        libc.free(block)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(max(faults[1:]))
+"""
+
+
+# malloc's thresholds are glibc's: elsewhere there is nothing to hold.
+glibc_only = pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and os.confstr("CS_GNU_LIBC_VERSION")),
+    reason="glibc's malloc only",
+)
+
+
+def freed_blocks_faults(setup, *args, timeout=60, **env):
+    """Run `setup` (Python, given `args`), then `FREED_BLOCKS`, in a process of its own (malloc's
+    settings are the whole process's), with `env` for the caller's malloc settings in place of
+    any in this environment; returns the lines `setup` printed and the page faults counted."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", setup + FREED_BLOCKS, *args], capture_output=True, text=True,
+        timeout=timeout, env={**clean, **env}, check=True,
+    )  # fmt: skip
+    *printed, faults = result.stdout.split()
+    return printed, int(faults)
