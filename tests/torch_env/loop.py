@@ -36,16 +36,19 @@ parser.add_argument(
 parser.add_argument("--loader", type=int, help="read through a DataLoader with this many workers")
 parser.add_argument("--step-backward", action="store_true", help="step.backward(loss) instead")
 parser.add_argument("--count", action="store_true", help="print the loop's collectives")
+parser.add_argument("--bf16", action="store_true", help="the model and samples in bfloat16")
 args = parser.parse_args()
 
 rank, ranks = init_process_group()
 Path(f"{args.out}.pid-{rank}").write_text(str(os.getpid()))
 model = build_model("mlp", 10, (1, 8, 8), seed=0)
+dtype = torch.bfloat16 if args.bf16 else torch.float32
+model = model.to(dtype)
 if args.ddp:  # the mlp fits one bucket; from the second iteration on, --buckets makes 5
     model = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1e-4 if args.buckets else 25)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 data = np.random.default_rng(0)
-x_all = torch.tensor(data.random((600, 1, 8, 8), dtype=np.float32))
+x_all = torch.tensor(data.random((600, 1, 8, 8), dtype=np.float32)).to(dtype)
 y_all = torch.tensor(data.integers(0, 10, 600))
 factors = {int(r): float(f) for r, f in (s.split("=") for s in args.slow)}
 policy = {"name": "adaptive", **({"warm_start": "probe"} if args.probe else {})}
@@ -89,7 +92,7 @@ for epoch in range(args.epochs):
 width = max(len(m) for m in seen)
 np.save(f"{args.out}.indices-{rank}.npy", np.array([m + [-1] * (width - len(m)) for m in seen]))
 if rank == 0:
-    flat = torch.cat([p.detach().ravel() for p in model.parameters()]).numpy()
+    flat = torch.cat([p.detach().float().ravel() for p in model.parameters()]).numpy()
     np.save(f"{args.out}.params.npy", flat)
     np.save(f"{args.out}.shares.npy", np.array([row.batch_size for row in dyn.rows]))
 print(f"rank {rank} done: shares {dyn.shares.tolist()}", flush=True)

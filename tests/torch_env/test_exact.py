@@ -52,6 +52,21 @@ def test_step_backward_weights_the_loss_and_trains_the_model_of_one_rank(one_ran
                                  *(["--ddp"] if ddp else []))  # fmt: skip
 
 
+def test_ddp_in_bfloat16_carries_the_ranks_values_in_a_tensor(one_rank, tmp_path):
+    """bfloat16 has no numpy twin, so on the CPU too the hook writes the ranks' values into its
+    block as a tensor and reads them back from one, as on every GPU: they reach the policy
+    (the shares move to the faster rank 0), and the model is one rank's (float32) to within
+    bfloat16's rounding over 15 steps (8 bits of mantissa: 0.016 at most, seen)."""
+    out = tmp_path / "run"
+    result = torchrun(2, "loop.py", out, *SLOW, "--ddp", "--step-backward", "--bf16")
+    assert result.returncode == 0, result.stderr
+    shares = np.load(f"{out}.shares.npy")
+    last_epoch = shares[-5:]  # 600 samples in batches of 128
+    assert np.median(last_epoch) > 64, f"rank 0's shares {shares.tolist()}: not the faster's"
+    worst = np.abs(np.load(f"{out}.params.npy") - one_rank).max()
+    assert worst < 0.05, f"max |difference| {worst:.2e}"
+
+
 @pytest.mark.parametrize("backward", [[], ["--step-backward"]], ids=["own", "step"])
 def test_ddp_with_many_buckets_trains_the_model_of_one_rank(one_rank, tmp_path, backward):
     """Every bucket but the last goes through the hook's callback on the all-reduce's future,
