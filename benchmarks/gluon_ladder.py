@@ -1,5 +1,5 @@
 """Under mpiexec: what `DynamicBatch` adds to a Gluon iteration, against the bare MPI Allreduce
-loop of bench-overhead (`overhead_gluon.bare`) in the same rounds (`ladder_rounds.climb`: a
+loop of bench-overhead (`overhead_gluon.Bare`) in the same rounds (`ladder_rounds.climb`: a
 block of each variant right after one of the bare loop, each on its own model kept from round
 to round). bench-overhead compares whole runs, whose ratios drift between invocations by more
 than the gaps it looks for. The variants:
@@ -28,69 +28,10 @@ from dynalloc.runtime.common.placement import pin_to_core
 
 pin_to_core(launcher_rank())  # one core per rank, as dynalloc train pins its ranks
 
-import mxnet as mx  # noqa: E402
-import numpy as np  # noqa: E402
 from dynalloc.runtime.common.heap import hold_freed_memory  # noqa: E402
-from dynalloc.runtime.mxnet.gluon import DynamicBatch, gradients_in_one_array, numpy_view  # noqa: E402
 from ladder_rounds import climb, positive, report  # noqa: E402
 from mpi4py import MPI  # noqa: E402
-from mxnet import autograd  # noqa: E402
-from overhead_gluon import LOSS, SIZES, data, model  # noqa: E402
-
-
-class Bare:
-    """bench-overhead's bare loop (equal shares, one in-place Allreduce of the gradients,
-    `trainer.step`), a block at a time, with its own model and draw of the samples."""
-
-    def __init__(self, size, rank, ranks, samples):
-        features, width, layers, self.batch = SIZES[size]
-        self.net, self.trainer = model(features, width, layers)
-        trainable = [p for p in self.net.collect_params().values() if p.grad_req != "null"]
-        self.summed = numpy_view(gradients_in_one_array(trainable))
-        self.x, self.y = data(features, samples)
-        self.order = np.random.default_rng(0).permutation(samples)
-        self.share, self.rank, self.k = self.batch // ranks, rank, 0
-
-    def block(self, iterations):
-        for _ in range(iterations):
-            start = self.k % (len(self.order) // self.batch) * self.batch + self.rank * self.share
-            self.k += 1
-            mine = self.order[start : start + self.share]
-            with autograd.record():
-                loss = LOSS(self.net(mx.nd.array(self.x[mine])), mx.nd.array(self.y[mine]))
-            loss.backward()
-            mx.nd.waitall()
-            MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, self.summed, op=MPI.SUM)
-            self.trainer.step(self.batch)
-            mx.nd.waitall()
-
-
-class Dynamic:
-    """The same model under `DynamicBatch` (`policy`), as bench-overhead's loop runs it; a new
-    epoch where one ends."""
-
-    def __init__(self, size, rank, ranks, samples, policy, hold_memory):
-        features, width, layers, batch = SIZES[size]
-        net, trainer = model(features, width, layers)
-        self.net, self.x, self.y = net, *data(features, samples)
-        self.dyn = DynamicBatch(net.collect_params(), trainer, samples, batch, policy=policy,
-                                pin_cores=False, hold_memory=hold_memory)  # fmt: skip
-        self.epoch = 0
-        self.steps = self.dyn.epoch(0)
-
-    def block(self, iterations):
-        for _ in range(iterations):
-            step = next(self.steps, None)
-            if step is None:
-                self.epoch += 1
-                self.steps = self.dyn.epoch(self.epoch)
-                step = next(self.steps)
-            with step.compute():
-                with autograd.record():
-                    loss = LOSS(self.net(mx.nd.array(self.x[step.indices])),
-                                mx.nd.array(self.y[step.indices]))  # fmt: skip
-                loss.backward()
-            step.finish(loss)
+from overhead_gluon import SIZES, Bare, Dynamic  # noqa: E402
 
 
 def main():
@@ -109,7 +50,8 @@ def main():
     bare = Bare(args.size, rank, ranks, samples)
     ladder = {"bare again": Bare(args.size, rank, ranks, samples)}
     for policy in ("static", "adaptive"):
-        dynamic = Dynamic(args.size, rank, ranks, samples, policy, not args.glibc_defaults)
+        dynamic = Dynamic(args.size, rank, ranks, samples, policy=policy,
+                          hold_memory=not args.glibc_defaults)  # fmt: skip
         ladder[f"DynamicBatch {policy}"] = dynamic
     ratios, extra, faults, bare_s, bare_faults = climb(bare, ladder, args.rounds, args.block)
     if rank == 0:

@@ -53,47 +53,83 @@ def data(features, count):
     return generator.random((count, features), np.float32), generator.random((count, 1), np.float32)
 
 
-def bare(size, factor, rank, ranks, iterations, warm_up):
-    """Seconds of `iterations` of the bare loop, after `warm_up` untimed ones."""
-    features, width, layers, batch = SIZES[size]
-    net, trainer = model(features, width, layers)
-    trainable = [p for p in net.collect_params().values() if p.grad_req != "null"]
-    gradients = gradients_in_one_array(trainable)
-    summed = numpy_view(gradients)
-    x, y = data(features, batch * (iterations + warm_up))
-    order = np.random.default_rng(0).permutation(len(x))
-    share = batch // ranks
-    for k in range(iterations + warm_up):
-        if k == warm_up:
-            began = time.perf_counter()
-        mine = order[k * batch + rank * share : k * batch + (rank + 1) * share]
-        with ComputeTimer(factor, mx.nd.waitall):
-            with autograd.record():
-                loss = LOSS(net(mx.nd.array(x[mine])), mx.nd.array(y[mine]))
-            loss.backward()
-        MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, summed, op=MPI.SUM)
-        trainer.step(batch)
-        mx.nd.waitall()
+class Bare:
+    """The bare loop (equal shares, one in-place Allreduce of the gradients, `trainer.step`),
+    a block of iterations at a time, on its own model and draw of `samples` samples; rank 1
+    `factor` times slower."""
+
+    def __init__(self, size, rank, ranks, samples, factor=1.0):
+        features, width, layers, self.batch = SIZES[size]
+        self.net, self.trainer = model(features, width, layers)
+        trainable = [p for p in self.net.collect_params().values() if p.grad_req != "null"]
+        self.summed = numpy_view(gradients_in_one_array(trainable))
+        self.x, self.y = data(features, samples)
+        self.order = np.random.default_rng(0).permutation(samples)
+        self.share, self.rank, self.factor, self.k = self.batch // ranks, rank, factor, 0
+
+    def block(self, iterations):
+        """`iterations` more (from the first batch again after the last: a ladder runs one
+        block beside each variant's)."""
+        for _ in range(iterations):
+            start = self.k % (len(self.order) // self.batch) * self.batch + self.rank * self.share
+            self.k += 1
+            mine = self.order[start : start + self.share]
+            with ComputeTimer(self.factor, mx.nd.waitall):
+                with autograd.record():
+                    loss = LOSS(self.net(mx.nd.array(self.x[mine])), mx.nd.array(self.y[mine]))
+                loss.backward()
+            MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, self.summed, op=MPI.SUM)
+            self.trainer.step(self.batch)
+            mx.nd.waitall()
+
+
+class Dynamic:
+    """The same model and loop under `DynamicBatch` (`policy`), a block at a time; a new epoch
+    where one ends."""
+
+    def __init__(self, size, rank, ranks, samples, factor=1.0, policy="adaptive",
+                 hold_memory=True):  # fmt: skip
+        features, width, layers, batch = SIZES[size]
+        self.net, trainer = model(features, width, layers)
+        self.x, self.y = data(features, samples)
+        self.dyn = DynamicBatch(self.net.collect_params(), trainer, samples, batch,
+                                policy=policy, pin_cores=False, hold_memory=hold_memory,
+                                slowdown=lambda iteration: factor)  # fmt: skip
+        self.epoch = 0
+        self.steps = self.dyn.epoch(0)
+
+    def block(self, iterations):
+        for _ in range(iterations):
+            step = next(self.steps, None)
+            if step is None:
+                self.epoch += 1
+                self.steps = self.dyn.epoch(self.epoch)
+                step = next(self.steps)
+            with step.compute():
+                with autograd.record():
+                    loss = LOSS(self.net(mx.nd.array(self.x[step.indices])),
+                                mx.nd.array(self.y[step.indices]))  # fmt: skip
+                loss.backward()
+            step.finish(loss)
+
+
+def timed(loop, iterations, warm_up):
+    """Seconds of `iterations` of `loop`, after `warm_up` untimed ones (in which the shares
+    settle)."""
+    loop.block(warm_up)
+    began = time.perf_counter()
+    loop.block(iterations)
     return time.perf_counter() - began
+
+
+def bare(size, factor, rank, ranks, iterations, warm_up):
+    samples = SIZES[size][3] * (iterations + warm_up)
+    return timed(Bare(size, rank, ranks, samples, factor), iterations, warm_up)
 
 
 def dynamic(size, factor, rank, ranks, iterations, warm_up, policy="adaptive"):
-    """Seconds of `iterations` of the same loop with DynamicBatch (`policy`), after `warm_up`
-    untimed ones in which the shares settle."""
-    features, width, layers, batch = SIZES[size]
-    net, trainer = model(features, width, layers)
-    x, y = data(features, batch * (iterations + warm_up))
-    dyn = DynamicBatch(net.collect_params(), trainer, len(x), batch, policy=policy,
-                       pin_cores=False, slowdown=lambda iteration: factor)  # fmt: skip
-    for step in dyn.epoch(0):
-        if step.iteration == warm_up:
-            began = time.perf_counter()
-        with step.compute():
-            with autograd.record():
-                loss = LOSS(net(mx.nd.array(x[step.indices])), mx.nd.array(y[step.indices]))
-            loss.backward()
-        step.finish(loss)
-    return time.perf_counter() - began
+    samples = SIZES[size][3] * (iterations + warm_up)
+    return timed(Dynamic(size, rank, ranks, samples, factor, policy), iterations, warm_up)
 
 
 def main():
