@@ -63,31 +63,37 @@ class Policy:
         `shares` may sum to less than the global batch (an epoch's last, smaller batch);
         `iteration` and `epoch` number the iteration that the returned shares are for.
         """
+        self.observe(shares, compute_s, iteration, epoch)
+        return self.shares.copy()
+
+    def observe(self, shares, compute_s, iteration, epoch):
+        """`update` for a caller that reads `self.shares` when it needs them (DynamicBatch's
+        plan of the next step): no copy of them, on every iteration's critical path."""
         # As Python lists: the pooled iterations, most of them on short ones, cost a few numpy
         # calls each otherwise, tens of microseconds with the caches a backward pass leaves
-        # (the cost ladder, benchmarks/cost_ladder.py).
+        # (the cost ladder, benchmarks/cost_ladder.py); builtins rather than generators, for
+        # the same reason.
         try:
-            listed = list(map(int, shares)), list(map(float, compute_s))
+            shares, seconds = list(map(int, shares)), list(map(float, compute_s))
         except TypeError:
-            listed = (), ()
-        if any(len(values) != self.ranks for values in listed):
+            shares = seconds = ()
+        if len(shares) != self.ranks or len(seconds) != self.ranks:
             raise ValueError(
                 f"expected {self.ranks} shares and times, got {shares} and {compute_s}"
             )
-        shares, seconds = listed
-        if not all(math.isfinite(s) and s > 0 for s in seconds):
+        if not (math.isfinite(sum(seconds)) and min(seconds) > 0):  # a NaN or inf sums so
             if not self._warned:
                 warnings.warn(
                     f"{self.name}: unusable compute times {seconds} at iteration "
                     f"{iteration}; keeping the previous shares (warned once)",
                     RuntimeWarning,
-                    stacklevel=2,
+                    stacklevel=3,
                 )
                 self._warned = True
-            return self.shares.copy()
+            return
         pool = self.pool
         if pool is not None and shares != pool[0]:  # an epoch's smaller last batch
-            self._observe(pool, iteration - 1, self.epoch_next)
+            self._close(pool, iteration - 1, self.epoch_next)
             pool = None
         if pool is None:
             pool = [shares, seconds, 1]
@@ -101,10 +107,9 @@ class Policy:
             self.pool = pool
         else:
             self.pool = None
-            self._observe(pool, iteration, epoch)
-        return self.shares.copy()
+            self._close(pool, iteration, epoch)
 
-    def _observe(self, pool, iteration, epoch):
+    def _close(self, pool, iteration, epoch):
         """One observation, a pool's mean times (one iteration's where it holds one), for
         `_next`."""
         shares, summed, iterations = pool

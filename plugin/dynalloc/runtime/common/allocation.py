@@ -8,7 +8,6 @@ torch.distributed) add the gradients, the device's clock and the collectives; nu
 so that either environment imports it.
 """
 
-import contextlib
 import math
 import operator
 import time
@@ -27,7 +26,7 @@ from dynalloc.experiment.warm_start import warm_costs
 from dynalloc.rundir import Row
 from dynalloc.runtime.common.placement import place_process
 from dynalloc.runtime.common.share_sampler import ShareSampler
-from dynalloc.runtime.common.timing import ComputeTimer
+from dynalloc.runtime.common.timing import ComputeTimer, StepTimer
 
 RANK_VALUES = ("busy", "balanced", "loss", "stop")  # a rank's numbers, every iteration
 
@@ -222,7 +221,7 @@ class Allocation:
             )
         )
         self.iteration += 1
-        self.policy.update(step.counts, balanced, self.iteration, step.next_epoch)
+        self.policy.observe(step.counts, balanced, self.iteration, step.next_epoch)
         return batch_loss
 
     def wait_for_device(self):
@@ -288,9 +287,6 @@ class Step:
             timer.stop()
             self.compute_s = timer.seconds
 
-    @contextlib.contextmanager
     def compute(self):
         """Time the enclosed forward and backward once the device has really finished them."""
-        with ComputeTimer(self.slowdown, self.owner.wait_for_device) as timer:
-            yield self
-        self.compute_s = timer.seconds
+        return StepTimer(self)
