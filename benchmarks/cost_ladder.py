@@ -39,50 +39,17 @@ from dynalloc.runtime.common.placement import pin_to_core
 pin_to_core(launcher_rank())  # before torch starts its threads
 
 import torch  # noqa: E402
-from ddp_plain import held_back  # noqa: E402
 from dynalloc.runtime.common.allocation import RANK_VALUES  # noqa: E402
 from dynalloc.runtime.common.heap import hold_freed_memory  # noqa: E402
-from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
+from dynalloc.runtime.torch import init_process_group  # noqa: E402
 from dynalloc.runtime.torch.hook import ShareWeight, share_weighted_hook  # noqa: E402
 from ladder_rounds import climb, positive, report  # noqa: E402
-from overhead_torch import SIZES, data, model  # noqa: E402
+from overhead_torch import SIZES, Dynamic, Plain  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
 
 
-class Loop:
-    """A DDP model and optimizer with its own draw of the samples, run a block at a time."""
-
-    def __init__(self, size, rank, ranks, samples, hook=None, factor=1.0):
-        features, width, layers, self.batch = SIZES[size]
-        self.ddp = model(features, width, layers)
-        if hook is not None:
-            self.ddp.register_comm_hook(*hook)
-        self.factor = factor  # > 1: DDP's own averaging, each bucket held as a slower device's
-        self.slow = held_back(self.ddp) if factor > 1.0 else None
-        self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=1e-3)
-        self.x, self.y = data(features, samples)
-        self.order = torch.randperm(samples, generator=torch.Generator().manual_seed(0))
-        self.share, self.rank, self.k = self.batch // ranks, rank, 0
-
-    def mine(self):
-        """This rank's share of the next global batch (from the first again after the last:
-        plain DDP runs a block beside each variant's)."""
-        start = self.k % (len(self.order) // self.batch) * self.batch + self.rank * self.share
-        self.k += 1
-        return self.order[start : start + self.share]
-
-    def block(self, iterations):
-        for _ in range(iterations):
-            mine = self.mine()
-            self.optimizer.zero_grad()
-            if self.slow is not None:
-                self.slow.start(self.factor)
-            nn.functional.mse_loss(self.ddp(self.x[mine]), self.y[mine]).backward()
-            self.optimizer.step()
-
-
-class WeightedLoss(Loop):
+class WeightedLoss(Plain):
     """Plain DDP's loop with numpy indices and the loss weighted as `step.backward` weights it."""
 
     def __init__(self, size, rank, ranks, samples):
@@ -99,40 +66,23 @@ class WeightedLoss(Loop):
             self.optimizer.step()
 
 
-class Dynamic(Loop):
-    """The same model under `DynamicBatch` (`policy`), as bench-overhead's loop runs it."""
-
-    def __init__(self, size, rank, ranks, samples, policy, factor=1.0, hold_memory=True):
-        super().__init__(size, rank, ranks, samples)
-        dyn = DynamicBatch(self.ddp, self.optimizer, samples, self.batch, policy=policy,
-                           pin_cores=False, slowdown=lambda iteration: factor,
-                           hold_memory=hold_memory)  # fmt: skip
-        self.steps = dyn.epoch(0)
-
-    def block(self, iterations):
-        for _ in range(iterations):
-            step = next(self.steps)
-            loss = nn.functional.mse_loss(self.ddp(self.x[step.indices]), self.y[step.indices])
-            step.backward(loss)
-            step.finish(loss)
-
-
 PLAIN = "plain DDP"  # the loop every variant is measured against
 
 
 def variants(size, rank, ranks, samples, slowdown, hold_memory):
     """The ladder at 1:1; with rank 1 `slowdown` times slower, what has a slowed form."""
     factor = slowdown if rank == 1 else 1.0
-    ladder = {"plain DDP again": Loop(size, rank, ranks, samples, factor=factor)}
+    ladder = {"plain DDP again": Plain(size, rank, ranks, samples, factor)}
     if slowdown == 1.0:
         values = ShareWeight(values=lambda ready: [0.0] * len(RANK_VALUES))  # weight 1
+        python_hook, our_hook = (None, default_hooks.allreduce_hook), (values, share_weighted_hook)
         ladder |= {
-            "Python hook": Loop(size, rank, ranks, samples, (None, default_hooks.allreduce_hook)),
-            "dynalloc's hook": Loop(size, rank, ranks, samples, (values, share_weighted_hook)),
+            "Python hook": Plain(size, rank, ranks, samples, hook=python_hook),
+            "dynalloc's hook": Plain(size, rank, ranks, samples, hook=our_hook),
             "weighted loss": WeightedLoss(size, rank, ranks, samples),
         }
     for policy in ("static", "adaptive"):
-        dynamic = Dynamic(size, rank, ranks, samples, policy, factor, hold_memory)
+        dynamic = Dynamic(size, rank, ranks, samples, factor, policy, hold_memory)
         ladder[f"DynamicBatch {policy}"] = dynamic
     return ladder
 
@@ -166,7 +116,7 @@ def main():
     if args.slowdown > 1.0 and ranks < 2:
         parser.error("--slowdown slows rank 1: it needs at least 2 ranks")
     samples = SIZES[args.size][3] * (args.rounds + 1) * args.block
-    plain = Loop(args.size, rank, ranks, samples, factor=args.slowdown if rank == 1 else 1.0)
+    plain = Plain(args.size, rank, ranks, samples, args.slowdown if rank == 1 else 1.0)
     ladder = variants(args.size, rank, ranks, samples, args.slowdown, not args.glibc_defaults)
     ratios, extra, faults, plain_s, plain_faults = climb(plain, ladder, args.rounds, args.block)
     if rank == 0:

@@ -11,7 +11,6 @@ Rank 0 writes samples/s of each run (medians over repeats) to OUT as JSON.
     mpiexec -n 2 python benchmarks/overhead_gluon.py --out OUT.json
 """
 
-import time
 from functools import partial
 
 from dynalloc.launcher import launcher_rank
@@ -30,7 +29,7 @@ from dynalloc.runtime.mxnet.gluon import (  # noqa: E402
 )
 from mpi4py import MPI  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
-from overhead_runs import STATIC, arguments, interleave  # noqa: E402
+from overhead_runs import STATIC, arguments, interleave, timed  # noqa: E402
 
 # name: (input features, hidden width, hidden layers, global batch), as overhead_torch's
 SIZES = {"1 ms": (20, 32, 1, 64), "10 ms": (64, 384, 2, 512), "100 ms": (256, 1280, 2, 1024)}
@@ -111,15 +110,6 @@ class Dynamic:
                                 mx.nd.array(self.y[step.indices]))  # fmt: skip
                 loss.backward()
             step.finish(loss)
-
-
-def timed(loop, iterations, warm_up):
-    """Seconds of `iterations` of `loop`, after `warm_up` untimed ones (in which the shares
-    settle)."""
-    loop.block(warm_up)
-    began = time.perf_counter()
-    loop.block(iterations)
-    return time.perf_counter() - began
 
 
 def bare(size, factor, rank, ranks, iterations, warm_up):

@@ -1,11 +1,13 @@
-"""What `overhead_torch.py` and `overhead_gluon.py` share: their arguments, and their runs
-interleaved over the sizes and scenarios (the order reversed on odd repeats, so that the
-machine's drift meets each alike), rank 0 writing samples/s of each (medians over repeats).
+"""What `overhead_torch.py` and `overhead_gluon.py` share: their arguments, the timing of a loop
+after its warm-up, and their runs interleaved over the sizes and scenarios (the order reversed
+on odd repeats, so that the machine's drift meets each alike), rank 0 writing samples/s of each
+(medians over repeats).
 Standard library only: each runs in its own framework's environment."""
 
 import argparse
 import json
 import statistics
+import time
 from pathlib import Path
 
 SCENARIOS = {"1:1": 1.0, "1:3": 3.0}  # rank 1's slowdown
@@ -22,6 +24,15 @@ def arguments(doc):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0, help="about, per run")
     return parser.parse_args()
+
+
+def timed(loop, iterations, warm_up):
+    """Seconds of `iterations` of `loop` (an object with `block(iterations)`), after `warm_up`
+    untimed ones (in which the shares settle)."""
+    loop.block(warm_up)
+    began = time.perf_counter()
+    loop.block(iterations)
+    return time.perf_counter() - began
 
 
 def interleave(runs, sizes, rank, ranks, args):

@@ -12,7 +12,6 @@ repeats) to OUT as JSON.
     torchrun --standalone --nproc-per-node=2 benchmarks/overhead_torch.py --out OUT.json
 """
 
-import time
 from functools import partial
 
 from dynalloc.launcher import launcher_rank
@@ -24,7 +23,7 @@ import torch  # noqa: E402
 from ddp_plain import held_back  # noqa: E402
 from dynalloc.runtime.common.heap import hold_freed_memory  # noqa: E402
 from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
-from overhead_runs import STATIC, arguments, interleave  # noqa: E402
+from overhead_runs import STATIC, arguments, interleave, timed  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
@@ -41,44 +40,76 @@ def model(features, width, layers, seed=0):
     return DistributedDataParallel(nn.Sequential(*blocks, nn.Linear(width, 1)))
 
 
+class Plain:
+    """Plain DDP (equal shares, DDP's own averaging, or `hook`: (state, hook) registered on it)
+    on its own model and draw of `samples` samples, a block of iterations at a time; rank 1
+    `factor` times slower, each bucket held as a slower device's."""
+
+    def __init__(self, size, rank, ranks, samples, factor=1.0, hook=None):
+        features, width, layers, self.batch = SIZES[size]
+        self.ddp = model(features, width, layers)
+        if hook is not None:
+            self.ddp.register_comm_hook(*hook)
+        self.factor = factor
+        self.slow = held_back(self.ddp) if factor > 1.0 else None
+        self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=1e-3)
+        self.x, self.y = data(features, samples)
+        self.order = torch.randperm(samples, generator=torch.Generator().manual_seed(0))
+        self.share, self.rank, self.k = self.batch // ranks, rank, 0
+
+    def mine(self):
+        """This rank's share of the next global batch (from the first again after the last: a
+        ladder runs a block of plain DDP beside each variant's)."""
+        start = self.k % (len(self.order) // self.batch) * self.batch + self.rank * self.share
+        self.k += 1
+        return self.order[start : start + self.share]
+
+    def block(self, iterations):
+        for _ in range(iterations):
+            mine = self.mine()
+            self.optimizer.zero_grad()
+            if self.slow is not None:
+                self.slow.start(self.factor)
+            nn.functional.mse_loss(self.ddp(self.x[mine]), self.y[mine]).backward()
+            self.optimizer.step()
+
+
+class Dynamic:
+    """The same model and loop under `DynamicBatch` (`policy`), a block at a time; a new epoch
+    where one ends."""
+
+    def __init__(self, size, rank, ranks, samples, factor=1.0, policy="adaptive",
+                 hold_memory=True):  # fmt: skip
+        features, width, layers, batch = SIZES[size]
+        self.ddp = model(features, width, layers)
+        optimizer = torch.optim.SGD(self.ddp.parameters(), lr=1e-3)
+        self.x, self.y = data(features, samples)
+        self.dyn = DynamicBatch(self.ddp, optimizer, samples, batch, policy=policy,
+                                pin_cores=False, slowdown=lambda iteration: factor,
+                                hold_memory=hold_memory)  # fmt: skip
+        self.epoch = 0
+        self.steps = self.dyn.epoch(0)
+
+    def block(self, iterations):
+        for _ in range(iterations):
+            step = next(self.steps, None)
+            if step is None:
+                self.epoch += 1
+                self.steps = self.dyn.epoch(self.epoch)
+                step = next(self.steps)
+            loss = nn.functional.mse_loss(self.ddp(self.x[step.indices]), self.y[step.indices])
+            step.backward(loss)  # the loss then travels in the last bucket
+            step.finish(loss)
+
+
 def plain(size, factor, rank, ranks, iterations, warm_up):
-    """Seconds of `iterations` of plain DDP, after `warm_up` untimed ones."""
-    features, width, layers, batch = SIZES[size]
-    ddp = model(features, width, layers)
-    # DDP's own averaging, each bucket held as late as a slower device's
-    slow = held_back(ddp) if factor > 1.0 else None
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
-    x, y = data(features, batch * (iterations + warm_up))
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
-    share = batch // ranks
-    for k in range(iterations + warm_up):
-        if k == warm_up:
-            began = time.perf_counter()
-        mine = order[k * batch + rank * share : k * batch + (rank + 1) * share]
-        optimizer.zero_grad()
-        if slow is not None:
-            slow.start(factor)
-        nn.functional.mse_loss(ddp(x[mine]), y[mine]).backward()
-        optimizer.step()
-    return time.perf_counter() - began
+    samples = SIZES[size][3] * (iterations + warm_up)
+    return timed(Plain(size, rank, ranks, samples, factor), iterations, warm_up)
 
 
 def dynamic(size, factor, rank, ranks, iterations, warm_up, policy="adaptive"):
-    """Seconds of `iterations` of the same loop with DynamicBatch (`policy`), after `warm_up`
-    untimed ones in which the shares settle."""
-    features, width, layers, batch = SIZES[size]
-    ddp = model(features, width, layers)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
-    x, y = data(features, batch * (iterations + warm_up))
-    dyn = DynamicBatch(ddp, optimizer, len(x), batch, policy=policy, pin_cores=False,
-                       slowdown=lambda iteration: factor)  # fmt: skip
-    for step in dyn.epoch(0):
-        if step.iteration == warm_up:
-            began = time.perf_counter()
-        loss = nn.functional.mse_loss(ddp(x[step.indices]), y[step.indices])
-        step.backward(loss)  # the loss then travels in the last bucket
-        step.finish(loss)
-    return time.perf_counter() - began
+    samples = SIZES[size][3] * (iterations + warm_up)
+    return timed(Dynamic(size, rank, ranks, samples, factor, policy), iterations, warm_up)
 
 
 def data(features, count):
