@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -39,27 +40,33 @@ def run(framework, out, repeats, seconds):
         command = [TORCH / "torchrun", "--standalone", "--nproc-per-node=2", "overhead_torch.py",
                    *options]  # fmt: skip
     subprocess.run([str(c) for c in command], check=True, env=ENV, cwd=Path(__file__).parent)
-    return json.loads(figures.read_text())["samples_per_s"]
+    return json.loads(figures.read_text())
 
 
-def judge(framework, rates):
-    """One row a size: the baseline's and dynalloc's samples/s at 1:1 and 1:3, the ratios, the
-    ideal and whether each target is met."""
+def judge(framework, figures):
+    """One row a size: the baseline's and dynalloc's samples/s at 1:1 and 1:3 (medians over
+    the repeats), the ratios, the ideal and whether each target is met."""
     base = FRAMEWORKS[framework]
     rows = []
     for size in SIZES:
-        row = {key: rates[f"{size} {key.split()[0]} {key.split(' ', 1)[1]}"] for key in
-               (f"1:1 {base}", "1:1 dynalloc", f"1:1 {STATIC}", f"1:3 {base}",
-                "1:3 dynalloc")}  # fmt: skip
-        even = row["1:1 dynalloc"] / row[f"1:1 {base}"]
-        slow = row["1:3 dynalloc"] / row[f"1:3 {base}"]
-        ideal = row[f"1:1 {base}"] * 2 / 3
-        of_ideal = row["1:3 dynalloc"] / ideal
+        names = (f"1:1 {base}", "1:1 dynalloc", f"1:1 {STATIC}", f"1:3 {base}", "1:3 dynalloc")
+        runs = {name: figures["runs"][f"{size} {name}"] for name in names}
+        row = {name: figures["samples_per_s"][f"{size} {name}"] for name in names}
+        even = paired(runs["1:1 dynalloc"], runs[f"1:1 {base}"])
+        slow = paired(runs["1:3 dynalloc"], runs[f"1:3 {base}"])
+        of_ideal = paired(runs["1:3 dynalloc"], [rate * 2 / 3 for rate in runs[f"1:1 {base}"]])
         met = even >= 0.97 and slow >= 1.0 and (size != "100 ms" or of_ideal >= 0.95)
         rows.append({"framework": framework, "size": size, **row, "1:1 ratio": even,
-                     "1:1 static ratio": row[f"1:1 {STATIC}"] / row[f"1:1 {base}"],
+                     "1:1 static ratio": paired(runs[f"1:1 {STATIC}"], runs[f"1:1 {base}"]),
                      "1:3 ratio": slow, "1:3 of ideal": of_ideal, "met": met})  # fmt: skip
     return rows
+
+
+def paired(rates, baseline):
+    """The median over the repeats of `rates` over `baseline` within each repeat: a repeat's
+    runs ran a few seconds apart, the repeats up to a quarter of an hour, and the machine
+    drifts in between."""
+    return statistics.median(a / b for a, b in zip(rates, baseline, strict=True))
 
 
 def section(figures):
@@ -68,7 +75,8 @@ def section(figures):
         TITLE,
         "",
         f"`make bench-overhead` (`benchmarks/bench_overhead.py`, {figures['repeats']} repeats "
-        "interleaved in one torchrun and one mpiexec invocation, samples/s the medians): two "
+        "interleaved in one torchrun and one mpiexec invocation, samples/s the medians, each "
+        "ratio the median of the repeats' own, their runs seconds apart): two "
         "ranks, MLPs whose iterations take about 1, 10 and 100 ms, the same loop with and "
         "without `DynamicBatch` (`adaptive`), taking shuffled in-memory samples by index (the "
         "baselines through one permutation a run, as `DistributedSampler` shuffles). PyTorch "

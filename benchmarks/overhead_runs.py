@@ -1,7 +1,7 @@
 """What `overhead_torch.py` and `overhead_gluon.py` share: their arguments, the timing of a loop
 after its warm-up, and their runs interleaved over the sizes and scenarios (the order reversed
 on odd repeats, so that the machine's drift meets each alike), rank 0 writing samples/s of each
-(medians over repeats).
+(medians over repeats, and each repeat's, for ratios paired within a repeat).
 Standard library only: each runs in its own framework's environment."""
 
 import argparse
@@ -56,4 +56,5 @@ def interleave(runs, sizes, rank, ranks, args):
                               "samples/s", flush=True)  # fmt: skip
     if rank == 0:
         medians = {key: statistics.median(values) for key, values in rates.items()}
-        args.out.write_text(json.dumps({"repeats": args.repeats, "samples_per_s": medians}) + "\n")
+        figures = {"repeats": args.repeats, "samples_per_s": medians, "runs": rates}
+        args.out.write_text(json.dumps(figures) + "\n")
