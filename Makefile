@@ -27,7 +27,7 @@ help:
 	@echo "make bench-simulate the simulator fitted to make bench's runs, projections to 4,096 ranks"
 	@echo "make bench-core     the core figures: adaptive vs static vs oracle, exchange cost"
 	@echo "make bench-torch    the PyTorch adapter against plain DDP and the MXNet path (~6 min)"
-	@echo "make bench-overhead dynalloc's fixed cost per iteration vs plain DDP and a bare allreduce (~15 min)"
+	@echo "make bench-overhead dynalloc's fixed cost per iteration vs plain DDP and a bare allreduce (~10 min)"
 	@echo "make bench-data     Fashion-MNIST (Debian's package), and as JPEG RecordIO and image folders"
 	@echo "make bench-stream   streamed datasets vs in-memory: samples/s, memory, staging (~20 min)"
 	@echo "make bench-warm     warm starts: simulated on a real 4-GPU profile, and make run's run (~4 min)"
@@ -170,7 +170,7 @@ bench-torch: setup setup-torch data/mnist5k/manifest.json
 	@if [ -f results/bench/summary.csv ]; then $(MAKE) --no-print-directory bench-simulate; fi
 
 # dynalloc's fixed cost per iteration against plain DDP and a bare MPI allreduce, 1/10/100 ms
-# iterations at 1:1 and 1:3 (benchmarks/bench_overhead.py, ~15 minutes) -> results/bench-overhead
+# iterations at 1:1 and 1:3, round by round (benchmarks/bench_overhead.py, ~10 minutes) -> results/bench-overhead
 # and its section of BENCHMARKS.md.
 bench-overhead: setup setup-torch
 	$(TRAIN)/python benchmarks/bench_overhead.py --out results/bench-overhead

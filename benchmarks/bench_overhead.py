@@ -1,8 +1,9 @@
 """`make bench-overhead`: dynalloc's fixed cost per iteration, against plain DDP under PyTorch
 (`overhead_torch.py`, one torchrun invocation) and against a bare MPI Allreduce loop under
 Gluon (`overhead_gluon.py`, one mpiexec invocation), on MLPs whose iterations take about 1, 10
-and 100 ms, with equal ranks (1:1) and with rank 1 three times slower (1:3), each invocation's
-runs interleaved over `--repeats`. Targets (issue 31): at 1:1 at least 0.97x the baseline for
+and 100 ms, with equal ranks (1:1) and with rank 1 three times slower (1:3), each invocation's loops
+round by round (`overhead_runs.measure`: every ratio the median over `--rounds` of a block's
+against the baseline's block beside it). Targets (issue 31): at 1:1 at least 0.97x the baseline for
 every size; at 1:3 at least the baseline for every size, and within 5% of the ideal where
 compute dominates (100 ms), the ideal being the two ranks' speeds summed: 2/3 of the baseline's
 1:1 samples/s (a rank three times slower adds a third of a rank). Writes OUT/figures.json,
@@ -13,27 +14,28 @@ prints the table, and puts it in BENCHMARKS.md's section (`section`).
 
 import argparse
 import json
+import operator
 import os
 import re
 import statistics
 import subprocess
 from pathlib import Path
 
-from overhead_runs import STATIC
+from overhead_runs import BASELINE, STATIC
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH, MXNET = ROOT / ".venv-torch" / "bin", ROOT / ".venv-train" / "bin"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MXNET_CPU_WORKER_NTHREADS": "1"}
 SIZES = ("1 ms", "10 ms", "100 ms")
-FRAMEWORKS = {"PyTorch DDP": "plain DDP", "Gluon": "bare allreduce"}  # framework: baseline
+FRAMEWORKS = ("PyTorch DDP", "Gluon")  # against plain DDP, against the bare Allreduce loop
 TITLE = "## Fixed cost per iteration: against plain DDP and a bare allreduce"
-COMMAND = "make bench-overhead    # dynalloc's fixed cost per iteration (~15 min)"
+COMMAND = "make bench-overhead    # dynalloc's fixed cost per iteration (~10 min)"
 
 
-def run(framework, out, repeats, seconds):
-    """samples/s of every run of `framework`'s invocation (medians over the repeats)."""
+def run(framework, out, rounds, block_seconds):
+    """The figures of `framework`'s invocation (`overhead_runs.measure`)."""
     figures = out / f"{framework.split()[0].lower()}.json"
-    options = ["--out", figures, "--repeats", repeats, "--seconds", seconds]
+    options = ["--out", figures, "--rounds", rounds, "--block-seconds", block_seconds]
     if framework == "Gluon":
         command = [MXNET / "mpiexec", "-n", "2", MXNET / "python", "overhead_gluon.py", *options]
     else:
@@ -44,29 +46,24 @@ def run(framework, out, repeats, seconds):
 
 
 def judge(framework, figures):
-    """One row a size: the baseline's and dynalloc's samples/s at 1:1 and 1:3 (medians over
-    the repeats), the ratios, the ideal and whether each target is met."""
-    base = FRAMEWORKS[framework]
+    """One row a size: each loop's samples/s, the ratios (medians over the rounds), the ideal
+    and whether each target is met. At 1:3 a round's ratio is its dynalloc block's over its
+    1:3 baseline block's, both measured against the 1:1 baseline beside them."""
     rows = []
+    compared = ("1:1 dynalloc", f"1:1 {STATIC}", f"1:3 {BASELINE}", "1:3 dynalloc")
     for size in SIZES:
-        names = (f"1:1 {base}", "1:1 dynalloc", f"1:1 {STATIC}", f"1:3 {base}", "1:3 dynalloc")
-        runs = {name: figures["runs"][f"{size} {name}"] for name in names}
-        row = {name: figures["samples_per_s"][f"{size} {name}"] for name in names}
-        even = paired(runs["1:1 dynalloc"], runs[f"1:1 {base}"])
-        slow = paired(runs["1:3 dynalloc"], runs[f"1:3 {base}"])
-        of_ideal = paired(runs["1:3 dynalloc"], [rate * 2 / 3 for rate in runs[f"1:1 {base}"]])
+        ratios = {key: figures["ratios"][f"{size} {key}"] for key in compared}
+        rates = figures["samples_per_s"]
+        row = {key: rates[f"{size} {key}"] for key in (f"1:1 {BASELINE}", *compared)}
+        even = statistics.median(ratios["1:1 dynalloc"])
+        slow = statistics.median(map(operator.truediv, ratios["1:3 dynalloc"],
+                                     ratios[f"1:3 {BASELINE}"]))  # fmt: skip
+        of_ideal = statistics.median(ratios["1:3 dynalloc"]) * 3 / 2
         met = even >= 0.97 and slow >= 1.0 and (size != "100 ms" or of_ideal >= 0.95)
         rows.append({"framework": framework, "size": size, **row, "1:1 ratio": even,
-                     "1:1 static ratio": paired(runs[f"1:1 {STATIC}"], runs[f"1:1 {base}"]),
+                     "1:1 static ratio": statistics.median(ratios[f"1:1 {STATIC}"]),
                      "1:3 ratio": slow, "1:3 of ideal": of_ideal, "met": met})  # fmt: skip
     return rows
-
-
-def paired(rates, baseline):
-    """The median over the repeats of `rates` over `baseline` within each repeat: a repeat's
-    runs ran a few seconds apart, the repeats up to a quarter of an hour, and the machine
-    drifts in between."""
-    return statistics.median(a / b for a, b in zip(rates, baseline, strict=True))
 
 
 def section(figures):
@@ -74,12 +71,14 @@ def section(figures):
     lines = [
         TITLE,
         "",
-        f"`make bench-overhead` (`benchmarks/bench_overhead.py`, {figures['repeats']} repeats "
-        "interleaved in one torchrun and one mpiexec invocation, samples/s the medians, each "
-        "ratio the median of the repeats' own, their runs seconds apart): two "
+        f"`make bench-overhead` (`benchmarks/bench_overhead.py`, one torchrun and one mpiexec "
+        f"invocation, {figures['rounds']} rounds: a block of each loop, about "
+        f"{figures['block_seconds']:g} s, right after one of the baseline at 1:1; each ratio the "
+        "median over the rounds of the two blocks' samples/s, samples/s from each loop's median "
+        "block): two "
         "ranks, MLPs whose iterations take about 1, 10 and 100 ms, the same loop with and "
         "without `DynamicBatch` (`adaptive`), taking shuffled in-memory samples by index (the "
-        "baselines through one permutation a run, as `DistributedSampler` shuffles). PyTorch "
+        "baselines through one permutation, as `DistributedSampler` shuffles). PyTorch "
         "against plain "
         "DDP (equal shares, DDP's own averaging; the loop with `step.backward(loss)`, so the "
         "loss travels in the last bucket), Gluon against a bare MPI Allreduce of the gradients "
@@ -93,12 +92,11 @@ def section(figures):
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in figures["rows"]:
-        base = FRAMEWORKS[row["framework"]]
         lines.append(
-            f"| {row['framework']} | {row['size']} | {row[f'1:1 {base}']:,.0f} | "
-            f"{row['1:1 dynalloc']:,.0f} | {row['1:1 ratio']:.2f}x | "
-            f"{row['1:1 static ratio']:.2f}x | {row[f'1:3 {base}']:,.0f} | "
-            f"{row['1:3 dynalloc']:,.0f} | {row['1:3 ratio']:.2f}x | {row['1:3 of ideal']:.2f} | "
+            f"| {row['framework']} | {row['size']} | {row[f'1:1 {BASELINE}']:,.0f} | "
+            f"{row['1:1 dynalloc']:,.0f} | {row['1:1 ratio']:.3f}x | "
+            f"{row['1:1 static ratio']:.3f}x | {row[f'1:3 {BASELINE}']:,.0f} | "
+            f"{row['1:3 dynalloc']:,.0f} | {row['1:3 ratio']:.3f}x | {row['1:3 of ideal']:.3f} | "
             f"{'met' if row['met'] else 'missed'} |"
         )
     return "\n".join(lines) + "\n"
@@ -113,7 +111,10 @@ def splice(page, text):
         content = pattern.sub(lambda match: text + "\n", content)
     else:
         content = content.replace("## Figures\n", text + "\n## Figures\n", 1)
-    if COMMAND not in content:
+    command = re.compile(r"^make bench-overhead .*\n", re.M)  # an older wording of COMMAND
+    if command.search(content):
+        content = command.sub(lambda match: COMMAND + "\n", content, count=1)
+    else:
         content = content.replace("```\n\n## Machine", f"{COMMAND}\n```\n\n## Machine", 1)
     page.write_text(content)
 
@@ -121,15 +122,16 @@ def splice(page, text):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=2.0, help="about, per run")
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--block-seconds", type=float, default=0.2, help="about, a block")
     parser.add_argument("--page", type=Path, default=ROOT / "BENCHMARKS.md")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for framework in FRAMEWORKS:
-        rows += judge(framework, run(framework, args.out.resolve(), args.repeats, args.seconds))
-    figures = {"repeats": args.repeats, "rows": rows}
+        figures = run(framework, args.out.resolve(), args.rounds, args.block_seconds)
+        rows += judge(framework, figures)
+    figures = {"rounds": args.rounds, "block_seconds": args.block_seconds, "rows": rows}
     (args.out / "figures.json").write_text(json.dumps(figures, indent=2) + "\n")
     text = section(figures)
     print("\n" + text)

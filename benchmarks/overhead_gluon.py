@@ -1,17 +1,15 @@
 """dynalloc's fixed cost per iteration under MXNet Gluon: a loop with `DynamicBatch` against the
 same loop around a bare MPI Allreduce (equal shares, the gradients in one array summed in
 place, `trainer.step`), on MLPs whose iterations take about 1, 10 and 100 ms, with equal ranks
-and with rank 1 three times slower, all in one mpiexec invocation, the runs interleaved (their
-order reversed on odd repeats). Both take shuffled samples by index from the same numpy arrays
-(the bare loop's through one permutation a run), and both emulate a slower rank alike
+and with rank 1 three times slower, all in one mpiexec invocation, round by round
+(`overhead_runs.measure`). Both take shuffled samples by index from the same numpy arrays (the
+bare loop's through one permutation), and both emulate a slower rank alike
 (`runtime.common.timing.ComputeTimer`: the compute measured, then slept again twice over).
 All run under the malloc thresholds that DynamicBatch fixes (`runtime.common.heap`).
-Rank 0 writes samples/s of each run (medians over repeats) to OUT as JSON.
+Rank 0 writes the figures to OUT as JSON.
 
     mpiexec -n 2 python benchmarks/overhead_gluon.py --out OUT.json
 """
-
-from functools import partial
 
 from dynalloc.launcher import launcher_rank
 from dynalloc.runtime.common.placement import pin_to_core
@@ -29,7 +27,7 @@ from dynalloc.runtime.mxnet.gluon import (  # noqa: E402
 )
 from mpi4py import MPI  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
-from overhead_runs import STATIC, arguments, interleave, timed  # noqa: E402
+from overhead_runs import arguments, endless, measure  # noqa: E402
 
 # name: (input features, hidden width, hidden layers, global batch), as overhead_torch's
 SIZES = {"1 ms": (20, 32, 1, 64), "10 ms": (64, 384, 2, 512), "100 ms": (256, 1280, 2, 1024)}
@@ -83,8 +81,7 @@ class Bare:
 
 
 class Dynamic:
-    """The same model and loop under `DynamicBatch` (`policy`), a block at a time; a new epoch
-    where one ends."""
+    """The same model and loop under `DynamicBatch` (`policy`), a block at a time."""
 
     def __init__(self, size, rank, ranks, samples, factor=1.0, policy="adaptive",
                  hold_memory=True):  # fmt: skip
@@ -94,16 +91,11 @@ class Dynamic:
         self.dyn = DynamicBatch(self.net.collect_params(), trainer, samples, batch,
                                 policy=policy, pin_cores=False, hold_memory=hold_memory,
                                 slowdown=lambda iteration: factor)  # fmt: skip
-        self.epoch = 0
-        self.steps = self.dyn.epoch(0)
+        self.steps = endless(self.dyn)
 
     def block(self, iterations):
         for _ in range(iterations):
-            step = next(self.steps, None)
-            if step is None:
-                self.epoch += 1
-                self.steps = self.dyn.epoch(self.epoch)
-                step = next(self.steps)
+            step = next(self.steps)
             with step.compute():
                 with autograd.record():
                     loss = LOSS(self.net(mx.nd.array(self.x[step.indices])),
@@ -112,24 +104,13 @@ class Dynamic:
             step.finish(loss)
 
 
-def bare(size, factor, rank, ranks, iterations, warm_up):
-    samples = SIZES[size][3] * (iterations + warm_up)
-    return timed(Bare(size, rank, ranks, samples, factor), iterations, warm_up)
-
-
-def dynamic(size, factor, rank, ranks, iterations, warm_up, policy="adaptive"):
-    samples = SIZES[size][3] * (iterations + warm_up)
-    return timed(Dynamic(size, rank, ranks, samples, factor, policy), iterations, warm_up)
-
-
 def main():
     args = arguments(__doc__)
     # DynamicBatch fixes malloc's thresholds for the whole process as it starts: set from the
     # start, the bare loop's first runs are under them too.
     hold_freed_memory()
     rank, ranks = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
-    runs = {"bare allreduce": bare, "dynalloc": dynamic, STATIC: partial(dynamic, policy="static")}
-    interleave(runs, SIZES, rank, ranks, args)
+    measure(Bare, Dynamic, SIZES, rank, ranks, args)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,14 @@
 """dynalloc's fixed cost per iteration under PyTorch: a DDP loop with `DynamicBatch` against the
 same loop with plain DDP (equal shares, DDP's own averaging), on MLPs whose iterations take
 about 1, 10 and 100 ms, with equal ranks and with rank 1 three times slower, all in one
-torchrun invocation, the runs interleaved (their order reversed on odd repeats) so that the
-machine's drift meets each alike. Both loops take shuffled samples by index from in-memory
-tensors (no DataLoader; plain DDP's through one permutation a run, as `DistributedSampler`
-shuffles), so that what differs is what each adds to an iteration. A slowed rank hands each
-bucket to the all-reduce as late as a device that much slower would
-(`runtime.torch.hook.SlowBuckets`), in both. Rank 0 writes samples/s of each run (medians over
-repeats) to OUT as JSON.
+torchrun invocation, round by round (`overhead_runs.measure`). Both loops take shuffled samples
+by index from in-memory tensors (no DataLoader; plain DDP's through one permutation, as
+`DistributedSampler` shuffles), so that what differs is what each adds to an iteration. A
+slowed rank hands each bucket to the all-reduce as late as a device that much slower would
+(`runtime.torch.hook.SlowBuckets`), in both. Rank 0 writes the figures to OUT as JSON.
 
     torchrun --standalone --nproc-per-node=2 benchmarks/overhead_torch.py --out OUT.json
 """
-
-from functools import partial
 
 from dynalloc.launcher import launcher_rank
 from dynalloc.runtime.common.placement import pin_to_core
@@ -23,7 +19,7 @@ import torch  # noqa: E402
 from ddp_plain import held_back  # noqa: E402
 from dynalloc.runtime.common.heap import hold_freed_memory  # noqa: E402
 from dynalloc.runtime.torch import DynamicBatch, init_process_group  # noqa: E402
-from overhead_runs import STATIC, arguments, interleave, timed  # noqa: E402
+from overhead_runs import arguments, endless, measure  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
@@ -75,8 +71,7 @@ class Plain:
 
 
 class Dynamic:
-    """The same model and loop under `DynamicBatch` (`policy`), a block at a time; a new epoch
-    where one ends."""
+    """The same model and loop under `DynamicBatch` (`policy`), a block at a time."""
 
     def __init__(self, size, rank, ranks, samples, factor=1.0, policy="adaptive",
                  hold_memory=True):  # fmt: skip
@@ -87,29 +82,14 @@ class Dynamic:
         self.dyn = DynamicBatch(self.ddp, optimizer, samples, batch, policy=policy,
                                 pin_cores=False, slowdown=lambda iteration: factor,
                                 hold_memory=hold_memory)  # fmt: skip
-        self.epoch = 0
-        self.steps = self.dyn.epoch(0)
+        self.steps = endless(self.dyn)
 
     def block(self, iterations):
         for _ in range(iterations):
-            step = next(self.steps, None)
-            if step is None:
-                self.epoch += 1
-                self.steps = self.dyn.epoch(self.epoch)
-                step = next(self.steps)
+            step = next(self.steps)
             loss = nn.functional.mse_loss(self.ddp(self.x[step.indices]), self.y[step.indices])
             step.backward(loss)  # the loss then travels in the last bucket
             step.finish(loss)
-
-
-def plain(size, factor, rank, ranks, iterations, warm_up):
-    samples = SIZES[size][3] * (iterations + warm_up)
-    return timed(Plain(size, rank, ranks, samples, factor), iterations, warm_up)
-
-
-def dynamic(size, factor, rank, ranks, iterations, warm_up, policy="adaptive"):
-    samples = SIZES[size][3] * (iterations + warm_up)
-    return timed(Dynamic(size, rank, ranks, samples, factor, policy), iterations, warm_up)
 
 
 def data(features, count):
@@ -125,8 +105,7 @@ def main():
     # start, plain DDP's first runs are under them too.
     hold_freed_memory()
     rank, ranks = init_process_group()
-    runs = {"plain DDP": plain, "dynalloc": dynamic, STATIC: partial(dynamic, policy="static")}
-    interleave(runs, SIZES, rank, ranks, args)
+    measure(Plain, Dynamic, SIZES, rank, ranks, args)
 
 
 if __name__ == "__main__":
