@@ -1,10 +1,10 @@
 """`make bench-overhead`: dynalloc's fixed cost per iteration, against plain DDP under PyTorch
-(`overhead_torch.py`, one torchrun invocation) and against a bare MPI Allreduce loop under
-Gluon (`overhead_gluon.py`, one mpiexec invocation), on MLPs whose iterations take about 1, 10
-and 100 ms, with equal ranks (1:1) and with rank 1 three times slower (1:3), each invocation's loops
+(`overhead_torch.py`, one torchrun invocation) and against a bare MPI Allreduce loop under Gluon
+(`overhead_gluon.py`, one mpiexec invocation), on MLPs whose iterations take about 1, 10 and 100
+ms, with equal ranks (1:1) and with rank 1 three times slower (1:3), each invocation's loops
 round by round (`overhead_runs.measure`: every ratio the median over `--rounds` of a block's
-against the baseline's block beside it). Targets (issue 31): at 1:1 at least 0.97x the baseline for
-every size; at 1:3 at least the baseline for every size, and within 5% of the ideal where
+against the baseline's block beside it). Targets (issue 31): at 1:1 at least 0.97x the baseline
+for every size; at 1:3 at least the baseline for every size, and within 5% of the ideal where
 compute dominates (100 ms), the ideal being the two ranks' speeds summed: 2/3 of the baseline's
 1:1 samples/s (a rank three times slower adds a third of a rank). Writes OUT/figures.json,
 prints the table, and puts it in BENCHMARKS.md's section (`section`).

@@ -1,9 +1,8 @@
-"""Under torchrun: what each piece of `DynamicBatch` adds to a DDP iteration, against plain DDP
-in the same rounds. bench-overhead compares whole runs, whose ratios drift between invocations
-by more than the gaps it looks for; here every round runs a block of iterations of each variant
-right after one of plain DDP, each on its own model kept from round to round, and a variant's
-figure is the median over rounds of plain's block time over its own (1.00: no cost), with the
-spread of those ratios. The ladder adds one piece at a time:
+"""Under torchrun: what each piece of `DynamicBatch` adds to a DDP iteration, against plain DDP in
+the same rounds, as bench-overhead measures the whole step: every round runs a block of
+iterations of each variant right after one of plain DDP, each on its own model kept from round
+to round, and a variant's figure is the median over rounds of plain's block time over its own
+(1.00: no cost), with the spread of those ratios. The ladder adds one piece at a time:
 
 - `plain DDP again`: a second plain model (the noise of the measurement itself);
 - `Python hook`: PyTorch's own `default_hooks.allreduce_hook` (DDP's path for any hook in Python);

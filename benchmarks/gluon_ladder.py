@@ -1,8 +1,8 @@
 """Under mpiexec: what `DynamicBatch` adds to a Gluon iteration, against the bare MPI Allreduce
 loop of bench-overhead (`overhead_gluon.Bare`) in the same rounds (`ladder_rounds.climb`: a
 block of each variant right after one of the bare loop, each on its own model kept from round
-to round). bench-overhead compares whole runs, whose ratios drift between invocations by more
-than the gaps it looks for. The variants:
+to round), as bench-overhead measures it beside the 1:3 loops; here with a second bare loop,
+on one rank too, and the page faults. The variants:
 
 - `bare again`: a second bare loop (the noise of the measurement itself);
 - `DynamicBatch static`, `DynamicBatch adaptive`: the whole step (`step.compute`,

