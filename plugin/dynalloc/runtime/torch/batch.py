@@ -22,6 +22,7 @@ each step.
 """
 
 import math
+import os
 import time
 
 import torch
@@ -89,6 +90,8 @@ class DynamicBatch(Allocation):
             # A GPU rank's host threads (launches, autograd, NCCL) need more than one core.
             pin_cores=pin_cores and self.device.type == "cpu", threads_per_rank=threads_per_rank,
         )  # fmt: skip
+        if self.ddp:  # as placed now, by us or by the launcher
+            self.hook.one_core = self.device.type == "cpu" and len(os.sched_getaffinity(0)) == 1
 
     def _refuse_a_step_of_its_own(self, optimizer, args, kwargs):
         """step.finish() steps the optimizer: a script's own optimizer.step() (a DDP script's,
@@ -100,11 +103,11 @@ class DynamicBatch(Allocation):
                 "itself: remove your optimizer.step() (and zero_grad())"
             )
 
-    def _bucket_values(self, ready):
-        """What the last bucket carries: this rank's `RANK_VALUES`, its compute ending at
-        `ready`; its loss where `step.backward(loss)` took it, NaN otherwise (`_finish`)."""
+    def _bucket_values(self, computed):
+        """What the last bucket carries: this rank's `RANK_VALUES`, `computed` its compute
+        seconds; its loss where `step.backward(loss)` took it, NaN otherwise (`_finish`)."""
         step = self.current
-        busy = step.timings(ready - self.hook.began)
+        busy = step.timings(computed)
         return [*busy, step.backward_loss, float(self.stop_requested)]
 
     def seed_gradient(self, loss, weight):

@@ -51,10 +51,18 @@ class SlowBuckets:
 class ShareWeight(SlowBuckets):
     """The hook's state: this rank's weight `b_r / B` for the iteration under way, when its
     last bucket was ready (its own backward done, before it waits for the others), and what
-    travels with that bucket: `values(ready)` gives this rank's few numbers (its times), which
-    the hook writes into its row of a ranks x len block appended to the bucket, so that one
-    all-reduce also gathers every rank's: `gathered()`, once the backward pass is over. Without
-    `values` (a user's own DDP run of the hook) the buckets go alone."""
+    travels with that bucket: `values(computed)` gives this rank's few numbers (its times),
+    which the hook writes into its row of a ranks x len block appended to the bucket, so that
+    one all-reduce also gathers every rank's: `gathered()`, once the backward pass is over.
+    Without `values` (a user's own DDP run of the hook) the buckets go alone.
+
+    `one_core`: the rank computes on the CPU pinned to one core, where the process's other
+    threads run only by taking that core from the backward pass. Gloo's threads spin there
+    while they wait for the other ranks' earlier buckets: 4.7 ms or more in a tenth of the
+    iterations of bench-overhead's 10 ms model, whose forward and backward pass take 6 ms.
+    Counted as compute, that wait made equal ranks look up to 50% apart and moved their shares
+    after the noise. So the compute leaves out what the other threads took (`stolen`), at most
+    the time the backward pass neither ran nor slept."""
 
     def __init__(self, group=None, values=None):
         super().__init__()
@@ -67,10 +75,32 @@ class ShareWeight(SlowBuckets):
         self.joined, self.head, self.block = None, None, None  # the last bucket and the block
         self.bucket = None  # DDP's last bucket that `joined` was made for
         self.rows = None  # the block as numpy, where it lives on the CPU: written in place
+        self.one_core, self.cpu_began, self.stolen = False, None, 0.0
 
     def start(self, factor):
         super().start(factor)
-        self.last_ready, self.sent = None, False
+        self.last_ready, self.sent, self.stolen = None, False, 0.0
+        if self.one_core:
+            self.cpu_began = time.process_time(), time.thread_time()
+
+    def ready(self):
+        """Note that this rank's last bucket is ready: its compute is done."""
+        self.last_ready = time.perf_counter()
+        if self.one_core and self.cpu_began is not None:
+            process, thread = time.process_time(), time.thread_time()
+            others = process - self.cpu_began[0] - (thread - self.cpu_began[1])
+            idle = self.last_ready - self.began - (thread - self.cpu_began[1]) - self.slept
+            self.stolen = max(0.0, min(others, idle))
+
+    def computed(self, ended):
+        """Seconds this rank computed since `start`: until its last bucket was ready, less what
+        its other threads took from it (`one_core`); until `ended` where no bucket went; NaN
+        where no step started it (the hook alone)."""
+        if self.began is None:
+            return float("nan")
+        if self.last_ready is None:
+            return ended - self.began
+        return self.last_ready - self.began - self.stolen
 
     def gathered(self):
         """Every rank's values, one list of floats per rank, or None where no last bucket went
@@ -85,7 +115,7 @@ class ShareWeight(SlowBuckets):
         """The last bucket weighted, then this rank's values in its row of the block: one
         tensor (kept from one iteration to the next, with its views, while DDP keeps the
         bucket's) and one pass over the bucket; returns it and the view of the bucket's part."""
-        values = self.values(self.last_ready)
+        values = self.values(self.computed(self.last_ready))
         if tensor is not self.bucket:  # the first iteration, or DDP has rebuilt its buckets
             size = tensor.numel()
             self.joined = torch.empty(size + len(values) * self.ranks, dtype=tensor.dtype,
@@ -120,7 +150,7 @@ def share_weighted_hook(state, bucket):
     if last:
         if tensor.is_cuda:
             torch.cuda.current_stream(tensor.device).synchronize()
-        state.last_ready = time.perf_counter()
+        state.ready()
         if state.values is not None:
             joined, head = state.join(tensor)
             return summed(state.process_group.allreduce([joined]), head, last)

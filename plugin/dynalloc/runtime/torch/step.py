@@ -47,9 +47,8 @@ class Step(allocation.Step):
         hook = self.owner.hook
         self.owner.wait_for_device()
         ended = time.perf_counter()
-        ready = hook.last_ready or ended  # no bucket: no backward pass to wait in
-        self.compute_s = ready - hook.began
-        self.owner.overlapped_s = ended - ready
+        self.compute_s = hook.computed(ended)  # no bucket: no backward pass to wait in
+        self.owner.overlapped_s = ended - (hook.last_ready or ended)
 
     def finish(self, loss):
         """Exchange gradients, step the optimizer, agree on the next shares; returns the mean
