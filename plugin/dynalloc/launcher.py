@@ -7,6 +7,12 @@ import os
 # MPI launchers, SLURM, then torchrun's.
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK")
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_NTASKS", "WORLD_SIZE")
+LOCAL_RANK_VARIABLES = (
+    "MPI_LOCALRANKID",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_LOCALID",
+    "LOCAL_RANK",
+)
 LOCAL_SIZE_VARIABLES = (
     "MPI_LOCALNRANKS",
     "OMPI_COMM_WORLD_LOCAL_SIZE",
@@ -30,6 +36,12 @@ def launcher_rank():
 def launcher_size():
     """The number of ranks of the job; 1 outside a launcher."""
     return _first(SIZE_VARIABLES, 1)
+
+
+def local_rank():
+    """This process's number among the job's ranks on its node (the GPU a rank takes, as
+    Horovod's `hvd.local_rank()`); 0 outside a launcher."""
+    return _first(LOCAL_RANK_VARIABLES, 0)
 
 
 def local_size():

@@ -11,7 +11,7 @@ import numpy as np
 from filelock import FileLock
 
 import torch.distributed as dist
-from dynalloc.torch import DynamicBatch, init_process_group
+from dynalloc.torch import DynamicBatch, init_process_group, local_rank
 
 # Training settings
 parser = argparse.ArgumentParser(description='PyTorch MNIST Example')
@@ -132,7 +132,7 @@ def main(args):
 
     if args.cuda:
         # Horovod: pin GPU to local rank.
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(local_rank())
         torch.cuda.manual_seed(args.seed)
     else:
         if args.use_mixed_precision:
