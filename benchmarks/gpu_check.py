@@ -23,7 +23,7 @@ Everything else in the project runs on CPUs; these are the things only a GPU can
 The data are made here: seeded Gaussian images, labelled by a fixed random linear teacher (so
 the loss falls). One line per check with its figures and PASS or FAIL; exit 1 on any FAIL.
 Without a CUDA GPU (or torch) one line says so and it exits 0. `--cpu` runs the same checks,
-smaller, on the CPU over gloo, check 2 against the wall clock: the self-test of
+smaller, on the CPU over gloo, check 2 against the thread's CPU time: the self-test of
 tests/torch_env/test_gpu_check.py.
 
     make gpu-check        # or: PYTHONPATH=plugin python3 benchmarks/gpu_check.py [--cpu]
@@ -71,7 +71,7 @@ def main():
     began = time.perf_counter()
     if args.cpu:
         print(f"gpu-check --cpu: the checks on the CPU, torch {torch.__version__}, 2 ranks "
-              "over gloo; check 2 against the wall clock (CUDA events need CUDA)")  # fmt: skip
+              "over gloo; check 2 against the thread's CPU time (events need CUDA)")  # fmt: skip
     else:
         gpus = torch.cuda.device_count()
         place = "a GPU each over nccl" if gpus >= 2 else "one GPU over gloo"
@@ -146,7 +146,7 @@ def timing(out):
     """Check 2's lines: compute_s against the marked forward and backward, over both ranks."""
     mine, oks = figures(out), []
     cuda = mine is not None and mine[0]["cuda"]
-    clock = "CUDA events" if cuda else "the wall clock"
+    clock = "CUDA events" if cuda else "the thread's CPU time"
     for variant, name in VARIANTS.items():
         if mine is None:
             print(f"timing, {name}: no result: FAIL")

@@ -124,9 +124,11 @@ def exact(ctx, ddp):
 
 
 class Marks:
-    """The start and the end of one forward and backward: CUDA events on a GPU, the wall clock
-    on the CPU. The end is marked when the first parameter's gradient is computed, the last of
-    the backward pass (DDP's last bucket holds it, and before it is ready, nothing is sent)."""
+    """The start and the end of one forward and backward: CUDA events on a GPU; on the CPU the
+    thread's CPU time, what the rank computed itself, without what its other threads took from
+    its core (gloo's, spinning: `hook.ShareWeight.one_core`). The end is marked when the first
+    parameter's gradient is computed, the last of the backward pass (DDP's last bucket holds
+    it, and before it is ready, nothing is sent)."""
 
     def __init__(self, cuda, parameter):
         self.cuda, self.began, self.ended = cuda, None, None
@@ -134,7 +136,7 @@ class Marks:
 
     def now(self):
         if not self.cuda:
-            return time.perf_counter()
+            return time.thread_time()
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event

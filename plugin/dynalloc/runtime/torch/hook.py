@@ -58,8 +58,9 @@ class ShareWeight(SlowBuckets):
 
     `one_core`: the rank computes on the CPU pinned to one core, where the process's other
     threads run only by taking that core from the backward pass. Gloo's threads spin there
-    while they wait for the other ranks' earlier buckets: 4.7 ms or more in a tenth of the
-    iterations of bench-overhead's 10 ms model, whose forward and backward pass take 6 ms.
+    while they wait for the other ranks' earlier buckets: 4-5 ms or more in a tenth of the
+    iterations of bench-overhead's 10 ms model, whose forward and backward pass take 6 ms
+    (benchmarks/ddp_spin.py).
     Counted as compute, that wait made equal ranks look up to 50% apart and moved their shares
     after the noise. So the compute leaves out what the other threads took (`stolen`), at most
     the time the backward pass neither ran nor slept."""
