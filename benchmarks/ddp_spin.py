@@ -1,10 +1,11 @@
 """Under torchrun, equal ranks, bench-overhead's PyTorch MLP: how much of a DDP rank's compute
-window its process's other threads take on its one core (gloo's, spinning while they wait for
-the other rank's earlier buckets), and what counting that time as compute does to `adaptive`.
+window gloo's threads take on its one core (spinning while they wait for the other rank's
+earlier buckets), and what counting that time as compute does to `adaptive`.
 
 First `static` for `--iterations`: each rank's compute as measured (until its last bucket was
-ready, less what the other threads took: `hook.ShareWeight.one_core`), what the other threads
-took, and the compute with it counted, as before 2026-12-07; deciles 10, 50 and 90 in ms. Then
+ready, less what the threads Python did not start took: `hook.ShareWeight.one_core`), what
+they took, and the compute with it counted, as before 2026-12-07; deciles 10, 50 and 90 in
+ms. Then
 `--runs` runs of `adaptive` each way, the same iterations: the moves of the split, the range of
 rank 0's share, and whether the equal-speed test still held the equal split at the end.
 
@@ -33,7 +34,7 @@ def deciles(seconds):
 
 
 def windows(size, rank, ranks, iterations):
-    """Each iteration's (compute, what the other threads took) under `static`."""
+    """Each iteration's (compute, what gloo's threads took) under `static`."""
     loop = Dynamic(size, rank, ranks, SIZES[size][3] * (iterations + 1), policy="static")
     measured = []
     for _ in range(iterations):
@@ -65,14 +66,14 @@ def main():
     rank, ranks = init_process_group()
     measured = windows(args.size, rank, ranks, args.iterations)
     compute, taken = measured[:, 0], measured[:, 1]
-    line = (f"rank {rank}: compute {deciles(compute)} | other threads {deciles(taken)} | "
+    line = (f"rank {rank}: compute {deciles(compute)} | gloo's threads {deciles(taken)} | "
             f"counted as compute {deciles(compute + taken)}")  # fmt: skip
     lines = [None] * ranks
     dist.all_gather_object(lines, line)
     if rank == 0:
         print(f"{args.size}, {ranks} equal ranks, `static`, {len(compute)} iterations; "
               f"ms, deciles 10, 50, 90:", *lines, sep="\n")  # fmt: skip
-    for one_core, label in ((True, "as measured"), (False, "other threads counted")):
+    for one_core, label in ((True, "as measured"), (False, "gloo's threads counted")):
         runs = [adaptive_run(args.size, rank, ranks, args.iterations, one_core)
                 for _ in range(args.runs)]  # fmt: skip
         if rank == 0:

@@ -10,6 +10,8 @@ it, and its overlap of the all-reduce with the backward pass.
     dyn = DynamicBatch(model, optimizer, ...)   # registers the hook with its own state
 """
 
+import contextlib
+import threading
 import time
 
 import torch
@@ -62,8 +64,10 @@ class ShareWeight(SlowBuckets):
     iterations of bench-overhead's 10 ms model, whose forward and backward pass take 6 ms
     (benchmarks/ddp_spin.py).
     Counted as compute, that wait made equal ranks look up to 50% apart and moved their shares
-    after the noise. So the compute leaves out what the other threads took (`stolen`), at most
-    the time the backward pass neither ran nor slept."""
+    after the noise. So the compute leaves out what the threads that Python did not start took
+    (`stolen`), at most the time the backward pass neither ran nor slept. The other Python
+    threads' time stays counted: a read-ahead's decoders on the same core slow the rank's
+    compute as much as they decode for its share."""
 
     def __init__(self, group=None, values=None):
         super().__init__()
@@ -82,15 +86,17 @@ class ShareWeight(SlowBuckets):
         super().start(factor)
         self.last_ready, self.sent, self.stolen = None, False, 0.0
         if self.one_core:
-            self.cpu_began = time.process_time(), time.thread_time()
+            self.cpu_began = cpu_seconds()
 
     def ready(self):
         """Note that this rank's last bucket is ready: its compute is done."""
         self.last_ready = time.perf_counter()
         if self.one_core and self.cpu_began is not None:
-            process, thread = time.process_time(), time.thread_time()
-            others = process - self.cpu_began[0] - (thread - self.cpu_began[1])
-            idle = self.last_ready - self.began - (thread - self.cpu_began[1]) - self.slept
+            (process, mine, python), began = cpu_seconds(), self.cpu_began
+            ran = mine - began[1]
+            python_ran = sum(python[t] - seconds for t, seconds in began[2].items() if t in python)
+            others = process - began[0] - ran - python_ran
+            idle = self.last_ready - self.began - ran - self.slept
             self.stolen = max(0.0, min(others, idle))
 
     def computed(self, ended):
@@ -136,6 +142,18 @@ class ShareWeight(SlowBuckets):
             self.block.copy_(torch.tensor(block))
         self.sent = True
         return self.joined, self.head
+
+
+def cpu_seconds():
+    """(CPU seconds of the whole process, of this thread, of each other Python thread by native
+    id). Linux gives any thread of the process a CPU clock: `~tid << 3 | 6` is the kernel's
+    MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)."""
+    me, python = threading.get_ident(), {}
+    for thread in threading.enumerate():
+        if thread.ident != me and thread.native_id is not None:
+            with contextlib.suppress(OSError):  # it ended meanwhile
+                python[thread.native_id] = time.clock_gettime((~thread.native_id << 3) | 6)
+    return time.process_time(), time.thread_time(), python
 
 
 def share_weighted_hook(state, bucket):
