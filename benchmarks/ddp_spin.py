@@ -5,9 +5,9 @@ earlier buckets), and what counting that time as compute does to `adaptive`.
 First `static` for `--iterations`: each rank's compute as measured (until its last bucket was
 ready, less what the threads Python did not start took: `hook.ShareWeight.one_core`), what
 they took, and the compute with it counted, as before 2026-12-07; deciles 10, 50 and 90 in
-ms. Then
-`--runs` runs of `adaptive` each way, the same iterations: the moves of the split, the range of
-rank 0's share, and whether the equal-speed test still held the equal split at the end.
+ms. Then `--runs` runs of `adaptive` each way, the same iterations: the moves of the split, the
+range of rank 0's share, and whether the equal-speed test still held the equal split at the
+end.
 
     OMP_NUM_THREADS=1 .venv-torch/bin/torchrun --standalone --nproc-per-node=2 \\
         benchmarks/ddp_spin.py [--size "10 ms"] [--iterations 400] [--runs 6]
