@@ -64,13 +64,16 @@ class Bare:
         self.order = np.random.default_rng(0).permutation(samples)
         self.share, self.rank, self.factor, self.k = self.batch // ranks, rank, factor, 0
 
+    def mine(self):
+        """This rank's share of the next global batch (from the first again after the last: a
+        ladder runs a block of the bare loop beside each variant's)."""
+        start = self.k % (len(self.order) // self.batch) * self.batch + self.rank * self.share
+        self.k += 1
+        return self.order[start : start + self.share]
+
     def block(self, iterations):
-        """`iterations` more (from the first batch again after the last: a ladder runs one
-        block beside each variant's)."""
         for _ in range(iterations):
-            start = self.k % (len(self.order) // self.batch) * self.batch + self.rank * self.share
-            self.k += 1
-            mine = self.order[start : start + self.share]
+            mine = self.mine()
             with ComputeTimer(self.factor, mx.nd.waitall):
                 with autograd.record():
                     loss = LOSS(self.net(mx.nd.array(self.x[mine])), mx.nd.array(self.y[mine]))
