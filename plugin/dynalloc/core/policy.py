@@ -10,7 +10,11 @@ Iterations shorter than `pool_s` are pooled (`Policy.update`): an update costs t
 short the iteration (0.2 ms on two ranks, over a millisecond on thousands), so on iterations of
 a few milliseconds updating after each would cost more than most imbalances, and would chase
 each one's noise. A pool of iterations at the same shares is one observation, their mean
-times, once the slowest rank has computed `pool_s` seconds in it.
+times, once the slowest rank has computed `pool_s` seconds in it. A pool after one that left the
+shares as they were is `STEADY_POOLS` times as long: in a steady state that halves what the
+updates cost (about 0.3 ms each in a two-rank loop, which the simulator does not charge), while
+a move brings back the short pools, so a policy converges at their pace
+(benchmarks/steady_pools.py). An iteration of `pool_s` or longer ends the pool it joins.
 """
 
 import math
@@ -22,6 +26,7 @@ import numpy as np
 from dynalloc.core.shares import equal_shares, proportional_shares, share_bounds
 
 POOL_S = 0.02  # seconds of the slowest rank's compute that one update observes, at least
+STEADY_POOLS = 2  # a pool after one that left the shares as they were: this many `pool_s`
 
 
 class Policy:
@@ -47,6 +52,7 @@ class Policy:
         self.shares = self.initial_shares()
         self._warned = False
         self.pool_s = pool_s
+        self.pooling = pool_s  # the compute the pool under way observes: longer while shares stay
         self.updates = 0  # observations the policy has seen, pooled ones as one
         self.pool = None  # [shares, summed seconds per rank, iterations] not yet observed
         self.epoch_next = None  # the epoch of the iteration under way (the last update's)
@@ -103,7 +109,8 @@ class Policy:
         ends_epoch = epoch != self.epoch_next
         self.epoch_next = epoch
         # The first iteration goes alone: it is the framework's warm-up, which adaptive judges.
-        if self.updates and not ends_epoch and max(pool[1]) < self.pool_s:
+        if (self.updates and not ends_epoch and max(seconds) < self.pool_s
+                and max(pool[1]) < self.pooling):  # fmt: skip
             self.pool = pool
         else:
             self.pool = None
@@ -115,10 +122,15 @@ class Policy:
         shares, summed, iterations = pool
         seconds = np.array(summed, dtype=float) / iterations
         self.updates += 1
+        before = self.shares
         self.shares = np.asarray(
             self._next(np.array(shares, dtype=np.int64), seconds, iteration, epoch),
             dtype=np.int64,
         )
+        # Longer after a pool that left the shares as they were (not after an iteration alone:
+        # the warm-up, one of `pool_s` or longer, an epoch's last).
+        steady = iterations > 1 and (self.shares == before).all()
+        self.pooling = self.pool_s * STEADY_POOLS if steady else self.pool_s
 
     def warm(self, intercepts, slopes, noise=None):
         """Start from each rank's known cost `intercepts[r] + slopes[r] * b` (a warm start);

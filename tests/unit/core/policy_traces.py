@@ -12,7 +12,10 @@ rank's of each iteration, moved by 0.9993x on average with the default parameter
 all five variants, 0.945x to 1.052x run by run), and again when iterations shorter than
 `pool_s` (20 ms) came to be pooled into one update (26 of the 1,155 runs changed, those whose
 slowest rank computes under 20 ms: total time 0.976x to 1.022x run by run, 1.0009x on average
-over the 13 `adaptive` runs among them).
+over the 13 `adaptive` runs among them), and again when a pool after one that left the shares
+as they were came to be twice as long (`STEADY_POOLS`; 11 of the 1,155 runs changed: total time
+0.996x to 1.020x run by run, 1.002x on average, 1.0008x over the 7 `adaptive` runs among them;
+`--times` with either checkout on PYTHONPATH, compared run by run).
 `test_policy_traces.py` checks that today's policies choose the very same shares, to the last
 sample, on every update of every run. Record again (only when a policy's behaviour is meant to
 change, and say so in the commit) with the checkout whose policies are the reference:
@@ -67,12 +70,13 @@ def cases():
 
 
 def trace(index, spec, ranks, batch, low, high, noise, iterations):
-    """The shares of every iteration of one run, as a (iterations + 1, ranks) array."""
+    """The shares of every iteration of one run, as a (iterations + 1, ranks) array, and the
+    run's total time (each iteration's slowest rank, without the noise, summed)."""
     rng = np.random.default_rng(index)
     policy = make_policy(dict(spec), ranks, batch, low, high)
     intercepts = rng.uniform(0.002, 0.02, ranks)
     slopes = rng.uniform(1e-4, 1e-3, ranks) * rng.choice([1, 1, 2, 4], ranks)
-    shares, epoch, seen = policy.shares.copy(), 0, [policy.shares.copy()]
+    shares, epoch, seen, elapsed = policy.shares.copy(), 0, [policy.shares.copy()], 0.0
     for iteration in range(1, iterations + 1):
         factor = np.ones(ranks)
         factor[0] = 3.0 if iteration > iterations // 3 else 1.0
@@ -87,24 +91,33 @@ def trace(index, spec, ranks, batch, low, high, noise, iterations):
             used = np.floor(shares * rng.uniform(0, 1)).astype(np.int64)
             used[rng.integers(ranks)] += 1
             epoch += 1
+        elapsed += float((factor * (intercepts + slopes * used)).max())
         shares = policy.update(used, seconds, iteration, epoch)
         seen.append(shares)
-    return np.array(seen, dtype=np.int64)
+    return np.array(seen, dtype=np.int64), elapsed
 
 
 def digest(shares):
     return hashlib.sha256(np.ascontiguousarray(shares, dtype="<i8").tobytes()).hexdigest()[:16]
 
 
-def digests():
-    """Each run's name and the digest of its shares, in the order of `cases`."""
+def traces():
+    """Each run's name, shares and total time, in the order of `cases`."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the unusable times, warned once
-        return [(case[0], digest(trace(i, *case[1:]))) for i, case in enumerate(cases())]
+        return [(case[0], *trace(i, *case[1:])) for i, case in enumerate(cases())]
+
+
+def digests():
+    """Each run's name and the digest of its shares, in the order of `cases`."""
+    return [(name, digest(shares)) for name, shares, _ in traces()]
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: policy_traces.py --write")
-    RECORDED.write_text(json.dumps([value for _, value in digests()], indent=0) + "\n")
-    print(f"{RECORDED}: {len(cases())} runs")
+    if sys.argv[1:] == ["--write"]:
+        RECORDED.write_text(json.dumps([value for _, value in digests()], indent=0) + "\n")
+        print(f"{RECORDED}: {len(cases())} runs")
+    elif sys.argv[1:] == ["--times"]:  # to compare two checkouts' policies run by run
+        print(json.dumps({name: elapsed for name, _, elapsed in traces()}, indent=0))
+    else:
+        sys.exit("usage: policy_traces.py --write | --times")

@@ -4,7 +4,7 @@ sees of them, where a pool ends, its state in a checkpoint, and why (fewer moves
 import numpy as np
 import pytest
 from dynalloc.core.policies import make_policy
-from dynalloc.core.policy import Policy
+from dynalloc.core.policy import STEADY_POOLS, Policy
 from dynalloc.core.simulate import simulate
 from dynalloc.core.state import export, restore
 
@@ -66,6 +66,46 @@ def test_unusable_times_leave_the_pool_as_it_was():
     with pytest.warns(RuntimeWarning, match="keeping the previous shares"):
         policy.update([32, 32], [0.001, float("nan")], 3, 0)
     assert policy.pool[2] == 1 and policy.pool[1] == [0.001, 0.002]
+
+
+class Mover(Seen):
+    """Moves a sample from rank 1 to rank 0 at the observations numbered in `moving_at`."""
+
+    def __init__(self, moving_at):
+        super().__init__()
+        self.moving_at = moving_at
+
+    def _next(self, shares, seconds, iteration, epoch):
+        super()._next(shares, seconds, iteration, epoch)
+        return self.shares + [1, -1] if len(self.seen) in self.moving_at else self.shares
+
+
+SLOWEST_S = 2**-9  # the slowest rank's 1.95 ms, exact in binary: pools end where sums say
+
+
+def pool_lengths(policy, iterations):
+    """Iterations in each of `policy`'s pools over `iterations` at its shares, the warm-up
+    (the first, alone) left out."""
+    for iteration in range(1, iterations + 1):
+        policy.update(policy.shares, [0.001, SLOWEST_S], iteration, 0)
+    return np.diff([seen[2] for seen in policy.seen]).tolist()
+
+
+def test_a_pool_after_one_that_left_the_shares_is_steady_pools_times_as_long():
+    assert STEADY_POOLS == 2  # 20 ms of the slowest rank's compute, then 40 ms
+    assert pool_lengths(Seen(), 1 + 11 + 3 * 21) == [11, 21, 21, 21]
+
+
+def test_a_move_brings_the_short_pools_back():
+    assert pool_lengths(Mover(moving_at={3}), 1 + 11 + 21 + 11 + 2 * 21) == [11, 21, 11, 21, 21]
+
+
+def test_an_iteration_of_pool_s_or_longer_ends_a_steady_pool_with_it():
+    policy = Seen()
+    pool_lengths(policy, 1 + 11 + 5)  # 5 iterations into a 40 ms pool
+    policy.update([32, 32], [0.001, 0.02], 18, 0)
+    _, seconds, iteration, _ = policy.seen[-1]
+    assert iteration == 18 and seconds[1] == pytest.approx((5 * SLOWEST_S + 0.02) / 6)
 
 
 @pytest.mark.parametrize("bad", [-0.01, float("nan"), float("inf"), "0.02", True])
