@@ -93,14 +93,20 @@ def sync_medians(run_dir):
 
 
 def test_adaptive_moves_samples_from_the_slow_node_to_the_fast_one(two_nodes):
+    """Judged on each rank's median share over the run's second half: four ranks on two shared
+    cores time their iterations with swings of 3x, and two ranks of one node trade samples back
+    and forth (one ran 32 and 159 samples in two iterations), so one iteration's split says
+    little."""
     results, _ = two_nodes
     with open(trained(results, ADAPTIVE) / "iterations.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    last = max(int(row["iteration"]) for row in rows)
+    half = max(int(row["iteration"]) for row in rows) // 2
     shares = {
-        int(row["rank"]): int(row["batch_size"]) for row in rows if int(row["iteration"]) == last
-    }
-    print(f"adaptive's last shares {[shares[r] for r in range(4)]}")
+        rank: statistics.median(int(row["batch_size"]) for row in rows
+                                if int(row["rank"]) == rank and int(row["iteration"]) > half)
+        for rank in range(4)
+    }  # fmt: skip
+    print(f"adaptive's median shares over the second half {[shares[r] for r in range(4)]}")
     assert min(shares[0], shares[1]) > 1.5 * max(shares[2], shares[3]), shares
 
 
