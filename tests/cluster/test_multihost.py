@@ -95,8 +95,7 @@ def sync_medians(run_dir):
 def test_adaptive_moves_samples_from_the_slow_node_to_the_fast_one(two_nodes):
     """Judged on each rank's median share over the run's second half: four ranks on two shared
     cores time their iterations with swings of 3x, and two ranks of one node trade samples back
-    and forth (one ran 32 and 159 samples in two iterations), so one iteration's split says
-    little."""
+    and forth (rank 0 once ran 101 and then 32 samples), so one iteration's split says little."""
     results, _ = two_nodes
     with open(trained(results, ADAPTIVE) / "iterations.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
