@@ -59,6 +59,26 @@ def test_a_smaller_last_batch_ends_the_pool_before_it():
         ([32, 32], 1, 0), ([32, 32], 2, 0), ([10, 7], 3, 1)]  # fmt: skip
 
 
+def test_arrays_pool_as_the_same_numbers_in_lists():
+    """A simulator's numpy arrays go through their own `tolist` (`policy.numbers`), a training
+    loop's lists item by item: the observations are the same, to the last bit."""
+    arrays, lists = Seen(), Seen()
+    rng = np.random.default_rng(0)
+    for iteration in range(1, 40):
+        seconds = rng.uniform(0.001, 0.008, 2)
+        arrays.update(np.array([32.0, 32.0]), seconds, iteration, iteration // 15)
+        lists.update([32, 32], seconds.tolist(), iteration, iteration // 15)
+    assert arrays.seen == lists.seen and len(lists.seen) > 3
+    assert all(type(x) is int for x in arrays.pool[0])
+    assert all(type(x) is float for x in arrays.pool[1])
+
+
+@pytest.mark.parametrize("shares", [np.array([[32, 32]]), np.array([32.0, 32.0, 0.0])])
+def test_shares_of_another_shape_are_named(shares):
+    with pytest.raises(ValueError, match="expected 2 shares and times"):
+        Seen().update(shares, np.array([0.001, 0.002]), 1, 0)
+
+
 def test_unusable_times_leave_the_pool_as_it_was():
     policy = Seen()
     policy.update([32, 32], [0.001, 0.001], 1, 0)
