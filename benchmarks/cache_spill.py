@@ -25,6 +25,7 @@ from dynalloc.core.policies import make_policy  # noqa: E402
 from dynalloc.runtime.common.heap import hold_freed_memory  # noqa: E402
 from ladder_rounds import positive  # noqa: E402
 from overhead_gluon import SIZES, Bare  # noqa: E402
+from overhead_runs import iterations_in  # noqa: E402
 
 
 class Updates:
@@ -61,7 +62,7 @@ def main():
     parser.add_argument("--rounds", type=positive, default=20)
     args = parser.parse_args()
     hold_freed_memory()
-    block = max(2, round(0.2 / (float(args.size.split()[0]) * 1e-3)))  # about 0.2 s
+    block = iterations_in(args.size, 0.2)
     samples = SIZES[args.size][-1] * (block * (args.rounds + 1) + 1)
     clean, followed = Bare(args.size, 0, 1, samples), Bare(args.size, 0, 1, samples)
     update = Updates()

@@ -32,6 +32,12 @@ def arguments(doc):
     return parser.parse_args()
 
 
+def iterations_in(size, seconds):
+    """About `seconds` of iterations of the model named `size` ("1 ms", "10 ms", ...), at least
+    2."""
+    return max(2, round(seconds / (float(size.split()[0]) * 1e-3)))
+
+
 def endless(dyn):
     """A DynamicBatch's steps, epoch after epoch: a loop run a block at a time."""
     epoch = 0
@@ -56,7 +62,7 @@ def measure(baseline, dynamic, sizes, rank, ranks, args):
 
     ratios, rates, blocks = {}, {}, {}
     for size, shape in sizes.items():
-        block = max(2, round(args.block_seconds / (float(size.split()[0]) * 1e-3)))
+        block = iterations_in(size, args.block_seconds)
         samples = shape[-1] * (WARM_UP + block * (args.rounds + 1) + 1)
         base = make(size, "1:1", BASELINE, samples)
         loops = {f"{scenario} {name}": make(size, scenario, name, samples)

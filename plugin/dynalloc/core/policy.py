@@ -12,7 +12,8 @@ a few milliseconds updating after each would cost more than most imbalances, and
 each one's noise. A pool of iterations at the same shares is one observation, their mean
 times, once the slowest rank has computed `pool_s` seconds in it. A pool after one that left the
 shares as they were is `STEADY_POOLS` times as long: in a steady state that halves what the
-updates cost (about 0.3 ms each in a two-rank loop, which the simulator does not charge), while
+updates cost (0.3-0.4 ms each in a two-rank loop, and a quarter to a half more again in what
+they evict from the caches, benchmarks/cache_spill.py; the simulator charges none), while
 a move brings back the short pools, so a policy converges at their pace
 (benchmarks/steady_pools.py). An iteration of `pool_s` or longer ends the pool it joins.
 """
