@@ -15,24 +15,26 @@ import pytest
 from dynalloc.runtime.common.job import SNAKEMAKE_VARIABLE, STALL_GRACE_S
 from helpers import wait_for
 
-# A launcher stand-in: marks that it ran, then behaves as argv[2] says.
+# A launcher stand-in: sets up its signals as argv[2] says, marks that it runs (a test may stop it
+# from then on: a SIGTERM before its handler would end it unheard), then behaves as argv[2] says.
 LAUNCHER = textwrap.dedent(
     """
     import os, signal, sys, time
     from pathlib import Path
-    Path(sys.argv[1]).write_text(str(os.getpid()))
     how = sys.argv[2]
-    if how.startswith("exit"):
-        print("the last words of a failed training", flush=True)
-        sys.exit(int(how[4:]))
     if how == "checkpoint-on-sigterm":
         def stop(number, frame):
             print("checkpoint written", flush=True)
             sys.exit(75)
         signal.signal(signal.SIGTERM, stop)
     if how == "stall":
-        from dynalloc.runtime.common.job import report_stall
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as srun waiting for a cut-off node
+    Path(sys.argv[1]).write_text(str(os.getpid()))
+    if how.startswith("exit"):
+        print("the last words of a failed training", flush=True)
+        sys.exit(int(how[4:]))
+    if how == "stall":
+        from dynalloc.runtime.common.job import report_stall
         report_stall()
     time.sleep(60)
     """
