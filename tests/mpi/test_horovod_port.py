@@ -95,6 +95,7 @@ with autograd.record():
     loss = loss_fn(net(x), y)
 loss.backward()
 refused(lambda: trainer.step(4))  # Horovod's batch size
+refused(lambda: trainer.allreduce_grads())  # Gluon's, with no losses
 print("mean loss", trainer.step(loss))
 next(batches)
 refused(lambda: next(batches))  # the next batch before this one's step
@@ -107,8 +108,9 @@ def test_the_trainer_refuses_what_would_train_otherwise(tmp_path):
     result = mpi_python(1, script)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stdout.splitlines() if line.startswith("refused:")]
-    assert len(lines) == 4, result.stdout
+    assert len(lines) == 5, result.stdout
     assert "forward pass" in lines[0] or "deferred" in lines[0], lines[0]
     assert "trainer.epoch" in lines[1] and "trainer.step(loss)" in lines[2], lines
-    assert "ends with trainer.step(loss)" in lines[3], lines[3]
+    assert "trainer.allreduce_grads(loss)" in lines[3], lines[3]
+    assert "ends with trainer.step(loss)" in lines[4], lines[4]
     assert "mean loss" in result.stdout

@@ -37,7 +37,11 @@ parser.add_argument("--loader", type=int, help="read through a DataLoader with t
 parser.add_argument("--step-backward", action="store_true", help="step.backward(loss) instead")
 parser.add_argument("--count", action="store_true", help="print the loop's collectives")
 parser.add_argument("--bf16", action="store_true", help="the model and samples in bfloat16")
+parser.add_argument("--clip", choices=["synchronized", "early"],
+                    help="clip the gradients' norm after step.synchronize(loss), or before "
+                    "step.finish(loss) alone")  # fmt: skip
 args = parser.parse_args()
+CLIP_NORM = 0.5  # of the mean loss's gradient: it binds in most iterations
 
 rank, ranks = init_process_group()
 Path(f"{args.out}.pid-{rank}").write_text(str(os.getpid()))
@@ -70,7 +74,7 @@ if args.count:  # the Python collectives from here on (DDP's own go in C++, dyna
                                (dist, "barrier", "barrier")):  # fmt: skip
         real = getattr(owner, name)
         setattr(owner, name, lambda *a, f=real, n=label, **k: calls.update([n]) or f(*a, **k))
-seen = []
+seen, clipped = [], 0
 for epoch in range(args.epochs):
     mine = []
     if args.loader is None:
@@ -85,6 +89,10 @@ for epoch in range(args.epochs):
                 step.backward(loss)
             else:
                 loss.mean().backward()
+        if args.clip == "synchronized":
+            step.synchronize(loss)
+        if args.clip:
+            clipped += float(nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)) > CLIP_NORM
         step.finish(loss)
         if args.own_step:
             optimizer.step()
@@ -95,6 +103,7 @@ if rank == 0:
     flat = torch.cat([p.detach().float().ravel() for p in model.parameters()]).numpy()
     np.save(f"{args.out}.params.npy", flat)
     np.save(f"{args.out}.shares.npy", np.array([row.batch_size for row in dyn.rows]))
+    Path(f"{args.out}.clipped.json").write_text(json.dumps(clipped))
 print(f"rank {rank} done: shares {dyn.shares.tolist()}", flush=True)
 if args.count:
     print(f"rank {rank} collectives {json.dumps(dict(calls))} in {len(dyn.rows)} iterations",

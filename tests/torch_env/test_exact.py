@@ -35,6 +35,7 @@ def trains_the_model_of_one_rank(one_rank, tmp_path, ranks, *options):
     assert len(set(shares.tolist())) > 1, "the shares never moved: nothing was tested"
     worst = np.abs(np.load(f"{out}.params.npy") - one_rank).max()
     assert worst < 1e-5, f"max |difference| {worst:.2e}, shares {shares.tolist()}"
+    return out
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])
@@ -73,6 +74,41 @@ def test_ddp_with_many_buckets_trains_the_model_of_one_rank(one_rank, tmp_path, 
     the last is waited for in the hook: weighted in the hook (a backward pass of the loop's
     own) or in the backward pass (`step.backward`), the same model as one rank's."""
     trains_the_model_of_one_rank(one_rank, tmp_path, 2, "--ddp", "--buckets", *backward)
+
+
+@pytest.fixture(scope="module")
+def one_rank_clipped(tmp_path_factory):
+    out = tmp_path_factory.mktemp("one-clipped") / "run"
+    result = torchrun(1, "loop.py", out, "--clip", "synchronized")
+    assert result.returncode == 0, result.stderr
+    return np.load(f"{out}.params.npy")
+
+
+@pytest.mark.parametrize(
+    "clip, options",
+    [("synchronized", []), ("synchronized", ["--step-backward"]), ("synchronized", ["--ddp"]),
+     ("early", ["--ddp"])],
+    ids=["module", "module-step-backward", "ddp", "ddp-before-finish"],
+)  # fmt: skip
+def test_gradients_clipped_after_the_exchange_train_the_model_of_one_rank(
+    one_rank_clipped, tmp_path, clip, options
+):
+    """After `step.synchronize(loss)` every `.grad` is the global batch's, clipped by its norm
+    as one process clips it; under DDP it is once the backward pass is over, so a DDP script's
+    clip before `step.finish(loss)` stays where it is."""
+    out = trains_the_model_of_one_rank(one_rank_clipped, tmp_path, 2, "--clip", clip, *options)
+    assert json.loads(Path(f"{out}.clipped.json").read_text()) >= 5  # of 15: the clip bound
+
+
+def test_a_modules_gradients_clipped_before_the_exchange_train_another_model(
+    one_rank_clipped, tmp_path
+):
+    """Without DDP the exchange is `step.finish`'s: clipped before it, each rank's norm is its
+    own share's (the mistake `synchronize` avoids)."""
+    out = tmp_path / "run"
+    result = torchrun(2, "loop.py", out, *SLOW, "--clip", "early")
+    assert result.returncode == 0, result.stderr
+    assert np.abs(np.load(f"{out}.params.npy") - one_rank_clipped).max() > 1e-3
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])

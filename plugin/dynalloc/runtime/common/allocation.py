@@ -13,8 +13,6 @@ import operator
 import time
 from collections.abc import Mapping
 
-import numpy as np
-
 from dynalloc.core.partition import GlobalBatchSampler
 from dynalloc.core.policies import make_policy
 from dynalloc.core.policy import Policy
@@ -26,7 +24,7 @@ from dynalloc.experiment.warm_start import warm_costs
 from dynalloc.rundir import Row
 from dynalloc.runtime.common.placement import place_process
 from dynalloc.runtime.common.share_sampler import ShareSampler
-from dynalloc.runtime.common.timing import ComputeTimer, StepTimer
+from dynalloc.runtime.common.timing import ComputeTimer
 
 RANK_VALUES = ("busy", "balanced", "loss", "stop")  # a rank's numbers, every iteration
 
@@ -247,46 +245,12 @@ class Allocation:
     def zero_gradients(self):
         raise NotImplementedError
 
+    def _exchange(self, step, loss):
+        """Sum the ranks' weighted gradients, this rank's `own_values` (`loss` its mean loss)
+        travelling with them; returns what `_finish` takes: the seconds it took, every rank's
+        values, and whatever else the framework's step needs."""
+        raise NotImplementedError
 
-class Step:
-    """One iteration of one rank: its sample indices, the compute timer; the framework's
-    subclass adds `finish(loss)`."""
-
-    def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
-        self.owner, self.epoch, self.batch, self.shares = owner, epoch, batch, shares
-        self.indices, self.next_epoch = indices, next_epoch
-        self.counts = np.asarray(shares).tolist()  # the shares as Python ints, for arithmetic
-        self.size = sum(self.counts)  # samples in this global batch: B, or an epoch's last
-        self.iteration = owner.iteration
-        self.compute_s = float("nan")
-        self.data_s = 0.0  # seconds spent getting this share's samples, if the loop measures it
-        self.read_s = 0.0  # seconds the reading of those samples took, if a read-ahead hid it
-        self.loss = None  # the global batch's mean loss, once finished
-        self.slowdown = 1.0 if owner.slowdown is None else float(owner.slowdown(self.iteration))
-        self.started = time.perf_counter()
-
-    @property
-    def share(self):
-        return self.counts[self.owner.rank]
-
-    def timings(self, compute_s=None):
-        """[busy, balanced]: the rank's compute (`compute_s`, where the step's own is not
-        known yet) and its wait for the samples; and what the
-        policy balances, the longer of that and the samples' reading: a read-ahead that hides a
-        slow read behind the compute still bounds the share the rank's reads can keep up with,
-        which a rank without reads would not have (ReadAhead.read_s)."""
-        busy = (self.compute_s if compute_s is None else compute_s) + self.data_s
-        return [busy, max(busy, self.read_s)]
-
-    def time_if_untimed(self):
-        """Where the loop timed no `compute()` (a ported loop kept as it was), the time since
-        the step began is its forward and backward, stretched by the emulated slowdown as
-        `compute()` stretches it; the framework's finish calls it before the exchange."""
-        if math.isnan(self.compute_s):
-            timer = ComputeTimer(self.slowdown, self.owner.wait_for_device, began=self.started)
-            timer.stop()
-            self.compute_s = timer.seconds
-
-    def compute(self):
-        """Time the enclosed forward and backward once the device has really finished them."""
-        return StepTimer(self)
+    def _finish(self, step, sync_s, rows, *rest):
+        """Step the optimizer on the exchanged gradients, then `settle`."""
+        raise NotImplementedError

@@ -27,9 +27,9 @@ from mpi4py import MPI
 from mxnet.base import _LIB, check_call
 
 from dynalloc.errors import DynallocError, SharedError
-from dynalloc.runtime.common import allocation
 from dynalloc.runtime.common.allocation import RANK_VALUES, Allocation, folded
 from dynalloc.runtime.common.heap import hold_freed_memory
+from dynalloc.runtime.common.step import Step as BaseStep
 from dynalloc.runtime.mxnet.exchange import GradientExchange
 
 FLOAT32 = 0  # MXNet's type flag of float32 (mshadow's kFloat32)
@@ -103,28 +103,25 @@ class LossReader:
         return math.fsum(self.values[:size].tolist()) / size
 
 
-class Step(allocation.Step):
-    """One iteration of one rank under Gluon: the finish takes Gluon's per-sample losses."""
+class Step(BaseStep):
+    """One iteration of one rank under Gluon: `synchronize` and `finish` take Gluon's per-sample
+    losses. After `synchronize`, each parameter's `grad()` holds the sum over the global batch
+    of the gradients of its samples' losses, which `finish` steps with `trainer.step(B)`."""
 
-    def finish(self, loss):
-        """Exchange gradients, update parameters, agree on the next shares; returns the mean
-        loss of the global batch (the same number on every rank).
-
-        `loss` holds one value per sample of this rank's share, as a Gluon loss returns it:
-        the exchange weights each rank's gradient of the summed loss by 1 / B, so a gradient
-        of the mean (`.mean()` before `backward()`) would be weighted wrongly, and training
-        silently worse. Every rank checks its own loss, so all stop at the same point."""
+    def own_loss(self, loss, call):
+        """The mean of `loss`, one value per sample of this rank's share, as a Gluon loss
+        returns it: the exchange weights each rank's gradient of the summed loss by 1 / B, so a
+        gradient of the mean (`.mean()` before `backward()`) would be weighted wrongly, and
+        training silently worse."""
         mean = self.owner.losses.mean(loss, self.share)
         if mean is None:
             got = f"shape {loss.shape}" if isinstance(loss, mx.nd.NDArray) else type(loss).__name__
             raise SharedError(
-                "step.finish() needs an NDArray of one loss per sample of this rank's share "
+                f"step.{call}() needs an NDArray of one loss per sample of this rank's share "
                 f"({self.share}), got {got}: backward() and pass the per-sample losses "
                 "`loss_fn(net(x), y)` themselves, without .mean() or .sum()"
             )
-        self.time_if_untimed()
-        self.loss = self.owner._finish(self, mean)
-        return self.loss
+        return mean
 
 
 class DynamicBatch(Allocation):
@@ -237,13 +234,18 @@ class DynamicBatch(Allocation):
             ) from None
         self.updates = self.trainer.optimizer.num_update
 
-    def _finish(self, step, loss):
+    def _exchange(self, step, loss):
         # Gluon's backward gives the gradient of the sum over a rank's samples: summed over the
         # ranks that is B times the mean's, which trainer.step(B) scales by the optimizer's own
         # rescale_grad / B, inside its update (no pass of its own over the gradients).
+        # The exchange reads and writes the gradients' memory outside MXNet's engine: first
+        # any write to them still queued (an op of the loop's own since compute()) is done.
+        self.arrays[0].wait_to_read()
         self.tail[:] = folded(self.own_values(step, loss), self.rank, self.ranks)
         sync_s = self.exchange.allreduce()
-        rows = self.tail.reshape(self.ranks, len(RANK_VALUES)).tolist()
+        return sync_s, self.tail.reshape(self.ranks, len(RANK_VALUES)).tolist()
+
+    def _finish(self, step, sync_s, rows):
         self._step(step.size)
         mx.nd.waitall()
         return self.settle(step, sync_s, rows)

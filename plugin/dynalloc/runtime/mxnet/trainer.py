@@ -101,15 +101,31 @@ class DistributedTrainer(gluon.Trainer):
         those of the mean over the global batch, fixed at construction."""
         if self.finishing:  # DynamicBatch updating the parameters, through Gluon's own step
             return super().step(loss, ignore_stale_grad)
-        if isinstance(loss, numbers.Number):
-            raise DynallocError(
-                f"trainer.step({loss}): pass this batch's per-sample losses, trainer.step(loss), "
-                "not a batch size (the global batch is fixed at construction)"
-            )
-        if self.current is None:
-            raise DynallocError("trainer.step(loss) ends a batch of trainer.epoch(epoch, loader)")
-        step, self.current, self.finishing = self.current, None, True
+        step, self.current, self.finishing = self._batch_step("step", loss), None, True
         try:
             return step.finish(loss)
         finally:
             self.finishing = False
+
+    def allreduce_grads(self, loss=None):
+        """Gluon's and Horovod's `allreduce_grads()`, for what goes between the exchange and
+        the update (clipping by the global norm): with the batch's per-sample losses, exchange
+        the gradients now; each `grad()` then holds their sum over the global batch, as under
+        Horovod. `update(loss)` (or `step(loss)`) ends the batch."""
+        self._batch_step("allreduce_grads", loss).synchronize(loss)
+
+    def update(self, loss, ignore_stale_grad=False):
+        """Gluon's `update(batch_size)` after `allreduce_grads`: `step(loss)`."""
+        return self.step(loss, ignore_stale_grad)
+
+    def _batch_step(self, call, loss):
+        """The step of the batch under way, for `trainer.call(loss)`."""
+        if loss is None or isinstance(loss, numbers.Number):
+            raise DynallocError(
+                f"trainer.{call}({loss}): pass this batch's per-sample losses, "
+                f"trainer.{call}(loss), not a batch size (the global batch is fixed at "
+                "construction)"
+            )
+        if self.current is None:
+            raise DynallocError(f"trainer.{call}(loss) belongs in a batch of trainer.epoch()")
+        return self.current

@@ -189,25 +189,13 @@ class DynamicBatch(Allocation):
                 dist.all_reduce(buffer.data, group=self.group)
                 buffer.data.div_(self.ranks)
 
-    def _finish(self, step, loss):
+    def _exchange(self, step, loss):
         """The ranks' values travel with the gradients: a module's in the one all-reduce of its
         gradients; under DDP in the last bucket, but for a loss that `step.backward(loss)` did
         not take, which goes once the backward pass is over, in an all-reduce of its own
-        overlapped with the optimizer's step (every rank sees the same block, so all agree)."""
-        if self.ddp:
-            sync_s = self.overlapped_s  # the backward pass's wait for the others' buckets
-            block = self.hook.gathered()
-            if block is None:
-                raise SharedError(
-                    "step.finish(loss) came before any backward pass through the DDP model: "
-                    "call loss.backward() first"
-                )
-            summing = None
-            if any(math.isnan(row[2]) for row in block):
-                losses = torch.zeros(self.ranks, dtype=torch.float64)
-                losses[self.rank] = loss
-                summing = dist.all_reduce(losses, group=self.meta, async_op=True)
-        else:
+        overlapped with the optimizer's step (every rank sees the same block, so all agree):
+        returned unfinished, as (the request, the losses) where the rows' losses belong."""
+        if not self.ddp:
             began = time.perf_counter()
             self._bind()
             if self.weight != 1.0:
@@ -216,8 +204,21 @@ class DynamicBatch(Allocation):
             self.tail.copy_(torch.tensor(mine))
             dist.all_reduce(self.gradients, group=self.group)
             self.wait_for_device()
-            sync_s = time.perf_counter() - began
-            gathered = self.tail.view(self.ranks, -1).tolist()
+            return time.perf_counter() - began, self.tail.view(self.ranks, -1).tolist(), None
+        block = self.hook.gathered()
+        if block is None:
+            raise SharedError(
+                "the step ended before any backward pass through the DDP model: call "
+                "loss.backward() before step.synchronize(loss) or step.finish(loss)"
+            )
+        summing = None
+        if any(math.isnan(row[2]) for row in block):
+            losses = torch.zeros(self.ranks, dtype=torch.float64)
+            losses[self.rank] = loss
+            summing = dist.all_reduce(losses, group=self.meta, async_op=True), losses
+        return self.overlapped_s, block, summing  # the backward pass's wait for the others
+
+    def _finish(self, step, sync_s, rows, summing):
         self.stepping = True
         try:
             self.optimizer.step()
@@ -226,10 +227,9 @@ class DynamicBatch(Allocation):
         if self.scheduler is not None:
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=self.ddp)  # a module's .grad are views: kept
-        if self.ddp:
-            gathered = block
-            if summing is not None:
-                summing.wait()
-                for row, value in zip(gathered, losses.tolist(), strict=True):
-                    row[2] = value
-        return self.settle(step, sync_s, gathered)
+        if summing is not None:
+            request, losses = summing
+            request.wait()
+            for row, value in zip(rows, losses.tolist(), strict=True):
+                row[2] = value
+        return self.settle(step, sync_s, rows)

@@ -9,11 +9,13 @@ import time
 import torch
 
 from dynalloc.errors import SharedError
-from dynalloc.runtime.common import allocation
+from dynalloc.runtime.common.step import Step as BaseStep
 
 
-class Step(allocation.Step):
-    """One iteration of one rank under PyTorch: the finish takes the mean loss of the share."""
+class Step(BaseStep):
+    """One iteration of one rank under PyTorch: `synchronize` and `finish` take the mean loss of
+    the share. After `synchronize`, every `.grad` holds the gradient of the global batch's mean
+    loss (under DDP it does once the backward pass is over, as with DDP alone)."""
 
     def __init__(self, owner, epoch, batch, shares, indices, next_epoch):
         super().__init__(owner, epoch, batch, shares, indices, next_epoch)
@@ -50,15 +52,11 @@ class Step(allocation.Step):
         self.compute_s = hook.computed(ended)  # no bucket: no backward pass to wait in
         self.owner.overlapped_s = ended - (hook.last_ready or ended)
 
-    def finish(self, loss):
-        """Exchange gradients, step the optimizer, agree on the next shares; returns the mean
-        loss of the global batch (the same number on every rank). `loss`: the mean loss over
-        this rank's share, whose gradient `backward()` gave: each rank's is weighted by its
-        share, so a summed loss would be weighted wrongly, and training silently worse."""
-        own = mean_loss(loss, "finish")
-        self.time_if_untimed()
-        self.loss = self.owner._finish(self, own)
-        return self.loss
+    def own_loss(self, loss, call):
+        """`loss`: the mean loss over this rank's share, whose gradient `backward()` gave: each
+        rank's is weighted by its share, so a summed loss would be weighted wrongly, and
+        training silently worse."""
+        return mean_loss(loss, call)
 
     def backward(self, loss):
         """`loss.backward()`, its value noted first: under DDP it then travels in the last
