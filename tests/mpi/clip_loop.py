@@ -43,10 +43,10 @@ options = dict(policy="adaptive", seed=0, slowdown=lambda i: factor if rank() ==
 loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 
 
-def clip():
-    """The gradients hold their sum over the global batch's samples: the mean loss's norm
-    is theirs over B, so the bound is MAX_NORM times B (as under Horovod and GluonNLP)."""
-    return gluon.utils.clip_global_norm(grads, MAX_NORM * BATCH) > MAX_NORM * BATCH
+def clip(size=BATCH):
+    """The gradients hold their sum over the global batch's `size` samples: the mean loss's
+    norm is theirs over B, so the bound is MAX_NORM times B (as under Horovod and GluonNLP)."""
+    return gluon.utils.clip_global_norm(grads, MAX_NORM * size) > MAX_NORM * size
 
 
 clipped = 0
@@ -77,7 +77,7 @@ else:
             loss.backward()
             if args.face == "dynamic":
                 step.synchronize(loss)
-            clipped += clip()
+            clipped += clip(step.size)
             step.finish(loss)
 if dyn.rank == 0:
     np.save(

@@ -34,6 +34,7 @@ def trains_the_model_of_one_rank(one_rank, tmp_path, ranks, *options):
     shares = np.load(f"{out}.shares.npy")
     assert len(set(shares.tolist())) > 1, "the shares never moved: nothing was tested"
     worst = np.abs(np.load(f"{out}.params.npy") - one_rank).max()
+    print(f"{ranks} ranks {' '.join(options)}: max |difference| {worst:.1e}")
     assert worst < 1e-5, f"max |difference| {worst:.2e}, shares {shares.tolist()}"
     return out
 
@@ -108,7 +109,9 @@ def test_a_modules_gradients_clipped_before_the_exchange_train_another_model(
     out = tmp_path / "run"
     result = torchrun(2, "loop.py", out, *SLOW, "--clip", "early")
     assert result.returncode == 0, result.stderr
-    assert np.abs(np.load(f"{out}.params.npy") - one_rank_clipped).max() > 1e-3
+    worst = np.abs(np.load(f"{out}.params.npy") - one_rank_clipped).max()
+    print(f"a module clipped before its exchange: max |difference| {worst:.1e}")
+    assert worst > 1e-3
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])

@@ -14,7 +14,9 @@ is, whose `epoch(epoch, loader)` hands this rank's share of each iteration and w
             loss.backward()
             trainer.step(loss)        # Horovod's step(batch_size): the global batch is fixed
 
-Everything else is `DynamicBatch`'s (`trainer.dynamic`: its policy, shares and rows).
+A script that clips its gradients between Gluon's `allreduce_grads()` and `update(batch_size)`
+calls `allreduce_grads(loss)` and `update(loss)`. Everything else is `DynamicBatch`'s
+(`trainer.dynamic`: its policy, shares and rows).
 """
 
 import numbers
