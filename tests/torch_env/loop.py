@@ -37,11 +37,14 @@ parser.add_argument("--loader", type=int, help="read through a DataLoader with t
 parser.add_argument("--step-backward", action="store_true", help="step.backward(loss) instead")
 parser.add_argument("--count", action="store_true", help="print the loop's collectives")
 parser.add_argument("--bf16", action="store_true", help="the model and samples in bfloat16")
+parser.add_argument("--amp", action="store_true",
+                    help="a GradScaler; the last rank's gradients overflow once")  # fmt: skip
 parser.add_argument("--clip", choices=["synchronized", "early"],
                     help="clip the gradients' norm after step.synchronize(loss), or before "
                     "step.finish(loss) alone")  # fmt: skip
 args = parser.parse_args()
 CLIP_NORM = 0.5  # of the mean loss's gradient: it binds in most iterations
+OVERFLOW = 5  # the iteration whose gradients overflow under --amp
 
 rank, ranks = init_process_group()
 Path(f"{args.out}.pid-{rank}").write_text(str(os.getpid()))
@@ -56,7 +59,13 @@ x_all = torch.tensor(data.random((600, 1, 8, 8), dtype=np.float32)).to(dtype)
 y_all = torch.tensor(data.integers(0, 10, 600))
 factors = {int(r): float(f) for r, f in (s.split("=") for s in args.slow)}
 policy = {"name": "adaptive", **({"warm_start": "probe"} if args.probe else {})}
-dyn = DynamicBatch(model, optimizer, len(x_all), 128, policy=policy, seed=0,
+scaler = None
+if args.amp:  # the last rank's gradients overflow at one iteration: every rank skips that step
+    scaler = torch.amp.GradScaler("cpu")
+    first = next(getattr(model, "module", model).parameters())
+    first.register_hook(lambda grad: grad * float("inf")
+                        if rank == ranks - 1 and dyn.iteration == OVERFLOW else grad)  # fmt: skip
+dyn = DynamicBatch(model, optimizer, len(x_all), 128, policy=policy, seed=0, scaler=scaler,
                    slowdown=lambda iteration: factors.get(rank, 1.0))  # fmt: skip
 loss_fn = nn.CrossEntropyLoss(reduction="none" if args.loss == "per-sample" else "mean")
 if args.probe:  # a forward and backward pass of n samples, through the module itself
@@ -85,7 +94,9 @@ for epoch in range(args.epochs):
         mine.extend(step.indices.tolist())
         with step.compute():
             loss = loss_fn(model(x), y)
-            if args.step_backward:
+            if args.amp and not args.step_backward:
+                scaler.scale(loss).backward()
+            elif args.step_backward:
                 step.backward(loss)
             else:
                 loss.mean().backward()
@@ -105,6 +116,8 @@ if rank == 0:
     np.save(f"{args.out}.shares.npy", np.array([row.batch_size for row in dyn.rows]))
     Path(f"{args.out}.clipped.json").write_text(json.dumps(clipped))
 print(f"rank {rank} done: shares {dyn.shares.tolist()}", flush=True)
+if args.amp:
+    print(f"rank {rank} scale {scaler.get_scale()}", flush=True)
 if args.count:
     print(f"rank {rank} collectives {json.dumps(dict(calls))} in {len(dyn.rows)} iterations",
           flush=True)  # fmt: skip

@@ -27,7 +27,7 @@ def one_rank(tmp_path_factory):
 
 def trains_the_model_of_one_rank(one_rank, tmp_path, ranks, *options):
     """loop.py on `ranks` ranks, rank 1 slowed, with `options`: the shares move, and the model
-    is one rank's."""
+    is one rank's; returns the runs' path and stdout."""
     out = tmp_path / "run"
     result = torchrun(ranks, "loop.py", out, *SLOW, *options)
     assert result.returncode == 0, result.stderr
@@ -36,7 +36,7 @@ def trains_the_model_of_one_rank(one_rank, tmp_path, ranks, *options):
     worst = np.abs(np.load(f"{out}.params.npy") - one_rank).max()
     print(f"{ranks} ranks {' '.join(options)}: max |difference| {worst:.1e}")
     assert worst < 1e-5, f"max |difference| {worst:.2e}, shares {shares.tolist()}"
-    return out
+    return out, result.stdout
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])
@@ -97,7 +97,7 @@ def test_gradients_clipped_after_the_exchange_train_the_model_of_one_rank(
     """After `step.synchronize(loss)` every `.grad` is the global batch's, clipped by its norm
     as one process clips it; under DDP it is once the backward pass is over, so a DDP script's
     clip before `step.finish(loss)` stays where it is."""
-    out = trains_the_model_of_one_rank(one_rank_clipped, tmp_path, 2, "--clip", clip, *options)
+    out, _ = trains_the_model_of_one_rank(one_rank_clipped, tmp_path, 2, "--clip", clip, *options)
     assert json.loads(Path(f"{out}.clipped.json").read_text()) >= 5  # of 15: the clip bound
 
 
@@ -112,6 +112,32 @@ def test_a_modules_gradients_clipped_before_the_exchange_train_another_model(
     worst = np.abs(np.load(f"{out}.params.npy") - one_rank_clipped).max()
     print(f"a module clipped before its exchange: max |difference| {worst:.1e}")
     assert worst > 1e-3
+
+
+@pytest.fixture(scope="module")
+def one_rank_amp(tmp_path_factory):
+    out = tmp_path_factory.mktemp("one-amp") / "run"
+    result = torchrun(1, "loop.py", out, "--amp")
+    assert result.returncode == 0, result.stderr
+    return np.load(f"{out}.params.npy")
+
+
+@pytest.mark.parametrize("options", [[], ["--ddp"], ["--step-backward"]],
+                         ids=["module", "ddp", "step-backward"])  # fmt: skip
+def test_a_grad_scaler_skips_an_overflowed_step_on_every_rank(one_rank_amp, tmp_path, options):
+    """`DynamicBatch(scaler=)` steps through `scaler.step` and `scaler.update`: the last rank's
+    gradients overflow at one iteration, every rank skips that step and halves its scale, and
+    the model is that of one rank that skipped the same step. `step.backward(loss)` scales
+    the loss by the scaler itself."""
+    _, stdout = trains_the_model_of_one_rank(one_rank_amp, tmp_path, 2, "--amp", *options)
+    scales = re.findall(r"rank (\d) scale ([\d.]+)", stdout)
+    assert sorted(scales) == [("0", "32768.0"), ("1", "32768.0")], scales
+
+
+def test_the_skipped_step_is_what_the_scaler_changed(one_rank, one_rank_amp):
+    """The reference the scaler's runs are held to is not the plain run's: the skipped step
+    shows (the scaling itself, by powers of two, changes no bit)."""
+    assert np.abs(one_rank_amp - one_rank).max() > 1e-3
 
 
 @pytest.mark.parametrize("ddp", [False, True], ids=["module", "ddp"])

@@ -42,17 +42,20 @@ class DynamicBatch(Allocation):
     gradients, steps the optimizer and feeds the allocation policy (`Allocation`: the policy,
     slowdown, sampler and rows). The process group must be initialised
     (`runtime.torch.init_process_group`); `group` is the one to use, the default otherwise.
-    `scheduler`, a learning-rate scheduler, steps after every optimizer step. A network with
-    BatchNorm keeps at least 8 samples per rank. A model on the CPU keeps the memory its
-    iterations free in the process (`runtime.common.heap`); `hold_memory=False` leaves the
-    C library's malloc as it is."""
+    `scheduler`, a learning-rate scheduler, steps after every optimizer step. `scaler`, a
+    `torch.amp.GradScaler` for mixed precision (or `dyn.scaler = scaler` before the first
+    step): the optimizer then steps through `scaler.step(optimizer)` and `scaler.update()`,
+    which skip the step where a gradient overflowed, on every rank alike (an overflow summed
+    into the exchange is every rank's). A network with BatchNorm keeps at least 8 samples per
+    rank. A model on the CPU keeps the memory its iterations free in the process
+    (`runtime.common.heap`); `hold_memory=False` leaves the C library's malloc as it is."""
 
     Step = Step
 
     def __init__(
         self, model, optimizer, dataset_size, global_batch, *, policy="adaptive", seed=0,
         min_share=1, max_share=None, drop_last=False, slowdown=None, sampler=None, group=None,
-        scheduler=None, pin_cores=True, threads_per_rank=1, hold_memory=True,
+        scheduler=None, scaler=None, pin_cores=True, threads_per_rank=1, hold_memory=True,
     ):  # fmt: skip
         if not dist.is_initialized():
             raise DynallocError(
@@ -60,6 +63,7 @@ class DynamicBatch(Allocation):
                 "dynalloc.runtime.torch.init_process_group()"
             )
         self.model, self.optimizer, self.scheduler, self.group = model, optimizer, scheduler, group
+        self.scaler = scaler
         self.ddp = isinstance(model, DistributedDataParallel)
         self.module = model.module if self.ddp else model
         self.params = [p for p in self.module.parameters() if p.requires_grad]
@@ -221,7 +225,11 @@ class DynamicBatch(Allocation):
     def _finish(self, step, sync_s, rows, summing):
         self.stepping = True
         try:
-            self.optimizer.step()
+            if self.scaler is None:
+                self.optimizer.step()
+            else:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
         finally:
             self.stepping = False
         if self.scheduler is not None:

@@ -65,10 +65,13 @@ class Step(BaseStep):
         the optimizer's step; about a millisecond an iteration on a CPU). The backward pass
         starts from the rank's weight `b_r / B` where it would start from 1: its gradients come
         out weighted, with no pass of their own over them (about 0.6 ms on bench-overhead's
-        largest model)."""
+        largest model). With a `GradScaler` (`DynamicBatch(scaler=)`), the loss is scaled by it
+        first."""
         self.backward_loss = mean_loss(loss, "backward")
         self.owner.weigh(1.0)  # the gradients are weighted already
-        loss.backward(self.owner.seed_gradient(loss, self.share / self.size))
+        scaler = self.owner.scaler  # mixed precision: the loss scaled, as the scaler expects
+        scaled = loss if scaler is None else scaler.scale(loss)
+        scaled.backward(self.owner.seed_gradient(loss, self.share / self.size))
 
 
 def mean_loss(loss, call):
