@@ -45,7 +45,7 @@ class Step:
     def time_if_untimed(self):
         """Where the loop timed no `compute()` (a ported loop kept as it was), the time since
         the step began is its forward and backward, stretched by the emulated slowdown as
-        `compute()` stretches it; the framework's finish calls it before the exchange."""
+        `compute()` stretches it; called before the exchange."""
         if math.isnan(self.compute_s):
             timer = ComputeTimer(self.slowdown, self.owner.wait_for_device, began=self.started)
             timer.stop()

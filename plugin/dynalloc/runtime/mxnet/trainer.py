@@ -122,7 +122,10 @@ class DistributedTrainer(gluon.Trainer):
 
     def _batch_step(self, call, loss):
         """The step of the batch under way, for `trainer.call(loss)`."""
-        if loss is None or isinstance(loss, numbers.Number):
+        if loss is None:
+            raise DynallocError(f"trainer.{call}() needs this batch's per-sample losses: "
+                                f"trainer.{call}(loss)")  # fmt: skip
+        if isinstance(loss, numbers.Number):
             raise DynallocError(
                 f"trainer.{call}({loss}): pass this batch's per-sample losses, "
                 f"trainer.{call}(loss), not a batch size (the global batch is fixed at "
