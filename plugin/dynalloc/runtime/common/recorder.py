@@ -58,7 +58,7 @@ class Recorder:
         self.core = pin_rank(self.config, self.rank)
         # After pinning: the feed's threads share the core.
         self.feed = make_feed(self.setup, self.rank, self.backend.tensors)
-        self.dyn = self.net = self.trainer = self.scheduler = None
+        self.dyn = self.net = self.trainer = self.scheduler = self.scaler = None
         self.books = self.burners = None
         self.trained = None  # (epoch, losses, sizes, seconds) of the epoch last trained
         self.unbooked_s = 0.0  # seconds spent before the first epoch (a probe), not yet booked
@@ -107,15 +107,16 @@ class Recorder:
                               self.dyn.policy.name)  # fmt: skip
         return False
 
-    def start(self, net, trainer, scheduler=None, loss_fn=None):
+    def start(self, net, trainer, scheduler=None, loss_fn=None, scaler=None):
         """The run's DynamicBatch over `net` and `trainer` (built alike on every rank; under
-        PyTorch the optimizer, and its learning-rate scheduler if any), from the checkpoint's
-        state when the run resumes. Returns it. `loss_fn`, the loss the loop trains with, is
-        what `policy.warm_start: probe` times a forward and backward pass of."""
+        PyTorch the optimizer, its learning-rate scheduler if any, and its `GradScaler` for
+        mixed precision, whose state the checkpoints keep), from the checkpoint's state when
+        the run resumes. Returns it. `loss_fn`, the loss the loop trains with, is what
+        `policy.warm_start: probe` times a forward and backward pass of."""
         config, setup = self.config, self.setup
-        self.net, self.trainer, self.scheduler = net, trainer, scheduler
+        self.net, self.trainer, self.scheduler, self.scaler = net, trainer, scheduler, scaler
         if self.resume:
-            resume.restore_model(self.backend, net, trainer, scheduler, self.resume)
+            resume.restore_model(self.backend, net, trainer, scheduler, self.resume, scaler)
         self.dyn = self.backend.dynamic_batch(
             net,
             trainer,
@@ -129,6 +130,7 @@ class Recorder:
             sampler=setup.sampler,
             pin_cores=config["pin_cores"],
             threads_per_rank=config["threads_per_rank"],
+            scaler=scaler,
         )
         if self.dyn.policy.min_share != config["min_share"]:
             self.notes.append(

@@ -55,16 +55,19 @@ def payload(run, epoch, batch, progress, fixed):
         "params": params,
         "fixed_state": fixed,
         "trainer": trainer_states,
+        "scaler": None if run.scaler is None else run.scaler.state_dict(),  # numbers only
         "policy": export(run.dyn.policy),  # plain data: no class is rebuilt from the file
         "random": {"numpy": np.random.get_state(), "python": random.getstate()},
         "books": run.books.state(),
     }
 
 
-def restore_model(backend, net, trainer, scheduler, saved):
-    """Parameters, BatchNorm statistics, optimizer state and generators of the checkpoint; run
-    before DynamicBatch broadcasts rank 0's parameters."""
+def restore_model(backend, net, trainer, scheduler, saved, scaler=None):
+    """Parameters, BatchNorm statistics, optimizer state, a mixed-precision scaler's state and
+    generators of the checkpoint; run before DynamicBatch broadcasts rank 0's parameters."""
     backend.restore_model(net, trainer, scheduler, saved["params"], saved["trainer"])
+    if scaler is not None and saved.get("scaler"):  # none in a checkpoint written without one
+        scaler.load_state_dict(saved["scaler"])
     np.random.set_state(tuple(saved["random"]["numpy"]))
     random.setstate(tuple(saved["random"]["python"]))
 

@@ -32,6 +32,8 @@ class Backend:
     def dynamic_batch(self, net, trainer, scheduler, dataset_size, global_batch, **options):
         if scheduler is not None:
             raise DynallocError("an MXNet run's schedule belongs to its optimizer, not start()")
+        if options.pop("scaler") is not None:
+            raise DynallocError("start(scaler=) takes PyTorch's GradScaler: an MXNet run has none")
         return DynamicBatch(net.collect_params(), trainer, dataset_size, global_batch,
                             comm=self.comm, **options)  # fmt: skip
 
