@@ -1,9 +1,13 @@
 """Launching the PyTorch tests' ranks for real: torchrun (the ecosystem's launcher) and mpiexec."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+from dynalloc.runtime.common import checkpoint
 
 BIN = Path(sys.executable).parent
 HERE = Path(__file__).parent
@@ -37,6 +41,21 @@ def dynalloc_train(ranks, config, out, launcher="torchrun", timeout=300):
         command = [BIN / "mpiexec", "-n", str(ranks), *command]
     return subprocess.run([str(c) for c in command], capture_output=True, text=True, env=ENV,
                           timeout=timeout)  # fmt: skip
+
+
+def stopped_at_a_checkpoint(config, out):
+    """`dynalloc train` on 2 mpiexec ranks, sent SIGTERM once its first checkpoint exists (a
+    run of a second or two here); returns (its exit status, its stderr)."""
+    job = subprocess.Popen([str(BIN / "mpiexec"), "-n", "2", str(BIN / "dynalloc"), "train",
+                            "--config", str(config), "--out", str(out)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           env=ENV)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not checkpoint.existing(out) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    job.send_signal(signal.SIGTERM)  # mpiexec forwards it to the ranks
+    _, stderr = job.communicate(timeout=120)
+    return job.returncode, stderr
 
 
 def in_mxnet_env(program, *args, cwd=None):

@@ -4,15 +4,11 @@ run stopped at its first checkpoint and resumed ends where the uninterrupted run
 scaler's scale and growth tracker included."""
 
 import json
-import signal
-import subprocess
-import time
 
 import numpy as np
 import torch
 import yaml
-from dynalloc.runtime.common import checkpoint
-from launchers import BIN, ENV, dynalloc_train, stage_digits
+from launchers import dynalloc_train, stage_digits, stopped_at_a_checkpoint
 
 SCRIPT = """
 import json
@@ -65,16 +61,8 @@ def test_a_stopped_script_resumes_with_its_scalers_state(tmp_path):
     scaler = json.loads((tmp_path / "scaler-0.json").read_text())
     assert scaler["scale"] != 65536.0, scaler  # the scale moved: its state was tested
     out = tmp_path / "stopped"
-    job = subprocess.Popen([str(BIN / "mpiexec"), "-n", "2", str(BIN / "dynalloc"), "train",
-                            "--config", str(config), "--out", str(out)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                           env=ENV)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while not checkpoint.existing(out) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    job.send_signal(signal.SIGTERM)  # mpiexec forwards it to the ranks
-    _, stderr = job.communicate(timeout=120)
-    assert job.returncode == 75, stderr[-3000:]
+    returncode, stderr = stopped_at_a_checkpoint(config, out)
+    assert returncode == 75, stderr[-3000:]
     again = dynalloc_train(2, config, out, "mpiexec")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming from" in again.stderr

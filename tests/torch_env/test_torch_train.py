@@ -3,16 +3,12 @@ model whatever the ranks and shares, resume after a stop, bad input in one line.
 
 import csv
 import json
-import signal
-import subprocess
-import time
 
 import numpy as np
 import pytest
 import torch
 import yaml
-from dynalloc.runtime.common import checkpoint
-from launchers import BIN, ENV, dynalloc_train, stage_digits
+from launchers import dynalloc_train, stage_digits, stopped_at_a_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -75,16 +71,8 @@ def test_a_stopped_run_resumes_to_the_parameters_of_an_uninterrupted_one(digits,
     whole = dynalloc_train(2, path, tmp_path / "whole", "mpiexec")
     assert whole.returncode == 0, whole.stderr
     out = tmp_path / "stopped"
-    job = subprocess.Popen([str(BIN / "mpiexec"), "-n", "2", str(BIN / "dynalloc"), "train",
-                            "--config", str(path), "--out", str(out)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                           env=ENV)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while not checkpoint.existing(out) and time.monotonic() < deadline:
-        time.sleep(0.02)  # the whole run takes a second or two here: stop it at its first
-    job.send_signal(signal.SIGTERM)  # mpiexec forwards it to the ranks
-    _, stderr = job.communicate(timeout=120)
-    assert job.returncode == 75, stderr
+    returncode, stderr = stopped_at_a_checkpoint(path, out)
+    assert returncode == 75, stderr
     assert "checkpoint" in stderr and not (out / "model.params").exists()
     again = dynalloc_train(2, path, out, "mpiexec")
     assert again.returncode == 0, again.stderr
